@@ -1,0 +1,38 @@
+# PosBench: `make sweep` runs the default comparison, `make test` the test suite.
+# Both create the virtual environment they need. GPU users: make install TORCH="torch==2.13.0 --index-url ..."
+PYTHON ?= python3
+VENV   ?= .venv
+TORCH  ?= torch==2.13.0
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+SWEEP  ?= default
+ARGS   ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help install test sweep summary clean
+
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+install: $(STAMP) ## create .venv and install PosBench (torch pinned by TORCH=...)
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --upgrade pip
+	$(BIN)/pip install "$(TORCH)"
+	$(BIN)/pip install -e ".[test]"
+	touch $(STAMP)
+
+test: install ## run the test suite
+	$(BIN)/python -m pytest -q tests
+
+sweep: install ## run the default comparison on the CPU and print its table (ARGS=... for Hydra overrides)
+	$(BIN)/python -m suite.run -m hydra/launcher=joblib hydra.launcher.n_jobs=2 \
+		position=nope,sinusoidal,learned,rope,alibi,t5 sweep_name=$(SWEEP) $(ARGS)
+	$(MAKE) --no-print-directory summary SWEEP=$(SWEEP)
+
+summary: install ## print exact match by scheme and eval length for SWEEP
+	$(BIN)/python -m suite.store results/$(SWEEP)
+
+clean: ## remove run output (results/, wandb/, outputs/, multirun/)
+	rm -rf results wandb outputs multirun

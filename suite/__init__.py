@@ -1,0 +1,1 @@
+"""PosBench: a benchmark suite and leaderboard for positional encoding in decoder-only transformers."""

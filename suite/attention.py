@@ -1,0 +1,117 @@
+"""Causal self-attention with one reference path and two fast paths.
+
+* ``reference``: materializes the pre-softmax logits (scaled q·k + bias, masked entries -inf);
+  tests and diagnostics read them, and it is the only path a learned bias trains through on
+  the CPU.
+* ``sdpa``: ``F.scaled_dot_product_attention``; ``is_causal=True`` when there is neither bias
+  nor window, else one cached 4-D float mask ``[1, H, T, T]`` (a 3-D mask drops to the math
+  kernel).
+* ``flex``: FlexAttention (PyTorch 2.5+) with the scheme's ``score_mod`` and a block mask built
+  from the span's ``mask_mod``; the GPU path, selected by ``auto`` only on CUDA.
+
+All paths compute the same function; ``tests/test_attention.py`` holds them to the reference.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from suite.position import PositionScheme
+from suite.span import Span
+
+
+@dataclass
+class Context:
+    """Per-forward state shared by all layers: positions and masks/biases built once."""
+
+    pos: torch.Tensor  # (T,) token positions
+    impl: str = "auto"
+    want_logits: bool = False
+    logits: list = field(default_factory=list)
+    cache: dict = field(default_factory=dict)
+
+    def cached(self, key, build: Callable):
+        if key not in self.cache:
+            self.cache[key] = build()
+        return self.cache[key]
+
+
+def reference_attention(q, k, v, bias: Optional[torch.Tensor], allowed: torch.Tensor):
+    """q, k, v: (B, H, T, D); bias (H, T, T) or None; allowed (T, T) bool. Returns (out, logits)."""
+    logits = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])  # (B, H, T, T)
+    if bias is not None:
+        logits = logits + bias.to(logits.dtype)
+    logits = logits.masked_fill(~allowed, float("-inf"))
+    probs = torch.softmax(logits.float(), dim=-1).to(q.dtype)
+    return probs @ v, logits
+
+
+def float_mask(bias: Optional[torch.Tensor], allowed: torch.Tensor, dtype) -> torch.Tensor:
+    """Bias and span folded into one additive 4-D mask, (1, H, T, T) or (1, 1, T, T)."""
+    add = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device) if bias is None else bias.to(dtype)
+    add = add.masked_fill(~allowed, float("-inf"))
+    return add.unsqueeze(0) if add.dim() == 3 else add[None, None]
+
+
+def flex_attention_path(q, k, v, scheme: PositionScheme, span: Span, ctx: Context):
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    T = q.shape[-2]
+    block_mask = ctx.cached(("block_mask", span.name, span.cfg, T),
+                            lambda: create_block_mask(span.mask_mod(), None, None, T, T, device=q.device))
+    return flex_attention(q, k, v, score_mod=scheme.score_mod(), block_mask=block_mask)
+
+
+def choose_impl(impl: str, device: torch.device) -> str:
+    if impl == "auto":
+        return "flex" if device.type == "cuda" else "sdpa"
+    return impl
+
+
+class Attention(nn.Module):
+    """Multi-head causal self-attention for one layer: its scheme and span are given per call."""
+
+    def __init__(self, d_model: int, n_heads: int, n_layers: int):
+        super().__init__()
+        self.n_heads = n_heads
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
+        self.out = nn.Linear(d_model, d_model, bias=False)
+        nn.init.normal_(self.qkv.weight, std=0.02)
+        nn.init.normal_(self.out.weight, std=0.02 / math.sqrt(2 * n_layers))
+
+    def forward(self, x, scheme: PositionScheme, span: Span, ctx: Context):
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, C // self.n_heads).permute(2, 0, 3, 1, 4)  # (B, H, T, D)
+        pos = ctx.pos
+        q, k = scheme.qk(q, k, pos, pos)
+        temp = scheme.temperature(pos)
+        if temp is not None:
+            q = q * temp.to(q.dtype)
+        out = self._attend(q, k, v, scheme, span, ctx)
+        return self.out(out.transpose(1, 2).reshape(B, T, C))
+
+    def _attend(self, q, k, v, scheme, span, ctx):
+        pos = ctx.pos
+        impl = choose_impl(ctx.impl, q.device)
+        bias = ctx.cached(("bias", id(scheme)), lambda: scheme.bias(pos, pos))  # (H, T, T) or None
+        learned_bias = bias is not None and bias.requires_grad
+        if impl == "reference" or ctx.want_logits or (impl == "sdpa" and learned_bias):
+            allowed = ctx.cached(("allowed", span.name, span.cfg), lambda: span.allowed(pos, pos))
+            out, logits = reference_attention(q, k, v, bias, allowed)
+            if ctx.want_logits:
+                ctx.logits.append(logits.detach())
+            return out
+        if impl == "sdpa":
+            if bias is None and span.is_full:
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            mask = ctx.cached(("mask", id(scheme), span.name, span.cfg, q.dtype), lambda: float_mask(
+                bias, span.allowed(pos, pos), q.dtype))
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        if impl == "flex":
+            return flex_attention_path(q, k, v, scheme, span, ctx)
+        raise ValueError(f"unknown attention implementation {impl!r}; valid: auto, reference, sdpa, flex")

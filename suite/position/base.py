@@ -1,0 +1,90 @@
+"""The position-scheme interface: three hooks that default to "do nothing".
+
+Absolute schemes act once, on the embeddings (``embed``); rotary schemes transform q and k in
+every layer (``qk``); bias schemes add a (H, Tq, Tk) score bias in every layer (``bias``).
+Every scheme also takes the optional log-length softmax temperature (``log_scale``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, ClassVar, Optional
+
+import torch
+from torch import nn
+
+
+class LengthUnsupported(Exception):
+    """A scheme cannot represent positions this far out (e.g. a learned table that is too short)."""
+
+
+@dataclass(frozen=True)
+class Dims:
+    """What a scheme may know about the model it serves."""
+
+    d_model: int
+    n_heads: int
+    head_dim: int
+    train_len: int
+
+
+@dataclass(frozen=True)
+class PositionConfig:
+    """Options every scheme has.
+
+    ``log_scale``: multiply query ``i``'s logits by ``max(1, log(i + 1) / log(base))`` so the
+    softmax keeps its sharpness past ``base`` tokens (the "scaled softmax" used for NoPE length
+    generalization, Wang et al. 2024, and, in a per-position form, by Llama 4's global layers).
+    ``log_scale_base`` defaults to the training length.
+    """
+
+    log_scale: bool = False
+    log_scale_base: Optional[int] = None
+
+    def __post_init__(self):
+        if self.log_scale_base is not None and self.log_scale_base < 2:
+            raise ValueError(f"log_scale_base={self.log_scale_base}: must be >= 2 (or null for the training length)")
+
+
+def log_length_scale(pos_q: torch.Tensor, base: int) -> torch.Tensor:
+    """Per-query temperature ``max(1, log(i + 1) / log(base))``, shape (Tq, 1)."""
+    scale = torch.log(pos_q.to(torch.float32) + 1.0) / math.log(base)
+    return scale.clamp(min=1.0).unsqueeze(-1)
+
+
+class PositionScheme(nn.Module):
+    """Base class: subclasses set ``name`` and ``Config`` and override the hooks they need."""
+
+    name: ClassVar[str]
+    Config: ClassVar[type] = PositionConfig
+
+    def __init__(self, cfg: PositionConfig, dims: Dims):
+        super().__init__()
+        self.cfg = cfg
+        self.dims = dims
+
+    def embed(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        return x
+
+    def qk(self, q, k, pos_q, pos_k):
+        return q, k
+
+    def bias(self, pos_q: torch.Tensor, pos_k: torch.Tensor) -> Optional[torch.Tensor]:
+        return None
+
+    def score_mod(self) -> Optional[Callable]:
+        """FlexAttention score_mod adding this scheme's bias, or None when it has none."""
+        return None
+
+    def max_length(self) -> Optional[int]:
+        """Longest sequence the scheme can represent, or None for no limit."""
+        return None
+
+    def temperature(self, pos_q: torch.Tensor) -> Optional[torch.Tensor]:
+        """Per-query logit multiplier (Tq, 1) from ``log_scale``, or None."""
+        if not self.cfg.log_scale:
+            return None
+        return log_length_scale(pos_q, self.cfg.log_scale_base or self.dims.train_len)
+
+    def extra_repr(self) -> str:
+        return f"{self.name}: {self.cfg}"

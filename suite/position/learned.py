@@ -1,0 +1,43 @@
+"""Learned absolute positions: one trained vector per position, up to ``max_positions``.
+
+Used by GPT (Radford et al. 2018) and BERT (Devlin et al. 2019). Positions past the table have
+no vector, so longer evaluation is ``unsupported`` rather than a crash.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import nn
+
+from suite.position.base import LengthUnsupported, PositionConfig, PositionScheme
+
+
+@dataclass(frozen=True)
+class LearnedConfig(PositionConfig):
+    max_positions: Optional[int] = None  # None: the training length
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.max_positions is not None and self.max_positions < 1:
+            raise ValueError(f"learned.max_positions={self.max_positions}: must be >= 1")
+
+
+class Learned(PositionScheme):
+    name = "learned"
+    Config = LearnedConfig
+
+    def __init__(self, cfg, dims):
+        super().__init__(cfg, dims)
+        self.table = nn.Embedding(cfg.max_positions or dims.train_len, dims.d_model)
+
+    def max_length(self):
+        return self.table.num_embeddings
+
+    def embed(self, x, pos):  # x: (B, T, C)
+        if int(pos.max()) >= self.table.num_embeddings:
+            raise LengthUnsupported(
+                f"learned table has {self.table.num_embeddings} positions; asked for position {int(pos.max())}"
+            )
+        return x + self.table(pos)

@@ -1,0 +1,135 @@
+"""Rotary position embedding (RoPE) with partial rotary and eval-time context scaling.
+
+Su et al. 2021, "RoFormer: Enhanced Transformer with Rotary Position Embedding": pairs of
+query/key dimensions are rotated by ``pos * theta^(-2i/d)``, so q·k depends only on the offset.
+
+* ``layout="interleaved"`` pairs dimensions (2i, 2i+1) as in RoFormer; ``layout="half"`` pairs
+  (i, i + d/2) as in GPT-NeoX, Llama and Hugging Face. They are the same rotation up to the
+  permutation that sends interleaved dimension 2i to i and 2i+1 to i + d/2.
+* ``fraction`` < 1 rotates only the first ``fraction`` of each head's dimensions (GPT-NeoX's
+  partial rotary); the rest pass through position-free.
+* Eval-time ``scaling`` (only when the model is not training): ``linear`` position
+  interpolation (Chen et al. 2023), ``ntk``-aware base change (bloc97 2023;
+  theta' = theta * s^(d/(d-2))), ``yarn`` (Peng et al. 2023: per-frequency interpolation ramp
+  between ``yarn_alpha`` and ``yarn_beta`` rotations per training context, plus logits scaled
+  by (0.1 ln s + 1)^2). ``factor: null`` is dynamic: s = max(1, T / train_len).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from suite.position.base import PositionConfig, PositionScheme
+
+LAYOUTS = ("half", "interleaved")
+SCALINGS = ("none", "linear", "ntk", "yarn")
+
+
+def rotary_dims(head_dim: int, fraction: float) -> int:
+    """Number of rotated dimensions: the fraction of the head, rounded down to an even count."""
+    return int(head_dim * fraction) // 2 * 2
+
+
+def rope_inv_freq(rot_dim: int, theta: float) -> torch.Tensor:
+    """Rotation frequencies theta^(-2i/d) for i < d/2, shape (rot_dim/2,)."""
+    return 1.0 / (theta ** (torch.arange(0, rot_dim, 2, dtype=torch.float32) / rot_dim))
+
+
+def apply_rope(
+    x: torch.Tensor,
+    positions: torch.Tensor,
+    theta: float = 10000.0,
+    fraction: float = 1.0,
+    layout: str = "half",
+    inv_freq: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """Rotate x (B, H, T, D) by ``positions`` (T,) or (B, T); returns a tensor of x's shape."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown rope layout {layout!r}; valid: {', '.join(LAYOUTS)}")
+    rot = rotary_dims(x.shape[-1], fraction)
+    if rot == 0:
+        return x
+    if inv_freq is None:
+        inv_freq = rope_inv_freq(rot, theta)
+    angles = positions.to(torch.float32).unsqueeze(-1) * inv_freq.to(x.device)  # (..., T, rot/2)
+    if angles.dim() == 3:  # per-batch positions: (B, T, r) -> (B, 1, T, r)
+        angles = angles.unsqueeze(1)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    xr, rest = x[..., :rot], x[..., rot:]
+    if layout == "half":
+        x1, x2 = xr[..., : rot // 2], xr[..., rot // 2 :]
+        out = torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+    else:
+        x1, x2 = xr[..., 0::2], xr[..., 1::2]
+        out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+    return torch.cat((out, rest), dim=-1) if rest.shape[-1] else out
+
+
+@dataclass(frozen=True)
+class RopeConfig(PositionConfig):
+    theta: float = 10000.0
+    fraction: float = 1.0
+    layout: str = "half"
+    scaling: str = "none"
+    factor: Optional[float] = None  # eval-time scale factor; None = dynamic max(1, T / train_len)
+    yarn_alpha: float = 1.0
+    yarn_beta: float = 32.0
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.theta <= 1:
+            raise ValueError(f"rope.theta={self.theta}: must be > 1")
+        if not 0 <= self.fraction <= 1:
+            raise ValueError(f"rope.fraction={self.fraction}: must be in [0, 1]")
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"unknown rope.layout {self.layout!r}; valid: {', '.join(LAYOUTS)}")
+        if self.scaling not in SCALINGS:
+            raise ValueError(f"unknown rope.scaling {self.scaling!r}; valid: {', '.join(SCALINGS)}")
+        if self.factor is not None and self.factor < 1:
+            raise ValueError(f"rope.factor={self.factor}: must be >= 1 (or null for dynamic)")
+
+
+class RoPE(PositionScheme):
+    name = "rope"
+    Config = RopeConfig
+
+    def __init__(self, cfg, dims):
+        super().__init__(cfg, dims)
+        self.rot = rotary_dims(dims.head_dim, cfg.fraction)
+
+    def _scale_factor(self, length: int) -> float:
+        if self.training or self.cfg.scaling == "none":
+            return 1.0
+        if self.cfg.factor is not None:
+            return float(self.cfg.factor)
+        return max(1.0, length / self.dims.train_len)
+
+    def frequencies(self, length: int) -> tuple[torch.Tensor, float, float]:
+        """(inv_freq, position divisor, q/k multiplier) for a sequence of ``length`` tokens."""
+        s = self._scale_factor(length)
+        inv = rope_inv_freq(self.rot, self.cfg.theta)
+        if s == 1.0:
+            return inv, 1.0, 1.0
+        if self.cfg.scaling == "linear":
+            return inv, s, 1.0
+        if self.cfg.scaling == "ntk":
+            return rope_inv_freq(self.rot, self.cfg.theta * s ** (self.rot / (self.rot - 2))), 1.0, 1.0
+        # yarn: rotations per training context r = L / wavelength; ramp from interpolated to kept.
+        r = self.dims.train_len * inv / (2 * math.pi)
+        keep = ((r - self.cfg.yarn_alpha) / (self.cfg.yarn_beta - self.cfg.yarn_alpha)).clamp(0, 1)
+        inv = (1 - keep) * inv / s + keep * inv
+        return inv, 1.0, 0.1 * math.log(s) + 1.0
+
+    def qk(self, q, k, pos_q, pos_k):  # q, k: (B, H, T, D)
+        if self.rot == 0:
+            return q, k
+        length = int(max(pos_q.max(), pos_k.max())) + 1
+        inv, divisor, mscale = self.frequencies(length)
+        rope = lambda x, p: apply_rope(x, p / divisor, fraction=self.cfg.fraction, layout=self.cfg.layout, inv_freq=inv)
+        q, k = rope(q, pos_q), rope(k, pos_k)
+        if mscale != 1.0:
+            q, k = q * mscale, k * mscale
+        return q, k

@@ -1,0 +1,123 @@
+"""Entry point: ``python -m suite.run <overrides>`` trains, evaluates and stores one run.
+
+``python -m suite.run -m position=nope,rope,alibi`` is a Hydra multirun. A run whose result
+file exists is skipped (its id is the hash of its resolved spec); an interrupted run resumes
+from its last checkpoint.
+"""
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+
+import hydra
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from suite import spec as spec_mod
+from suite import store
+from suite.evaluate import evaluate
+from suite.model import PosBenchLM
+from suite.spec import RunSpec
+from suite.tracking import Tracker
+from suite.train import resolve_device, train
+
+log = logging.getLogger("posbench")
+from suite.config import CONF_DIR  # noqa: E402
+
+
+@lru_cache(maxsize=1)
+def git_sha() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
+                             cwd=CONF_DIR.parent, timeout=10)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _joined(values) -> str:
+    """Distinct values in order of first appearance, joined by '+': 'rope+nope'."""
+    return "+".join(dict.fromkeys(str(v) for v in values))
+
+
+def run_columns(spec: RunSpec) -> dict:
+    """The per-run columns of every result row."""
+    m = spec.model
+    sizes = [layer.span_size for layer in m.layers if layer.span_size]
+    return {
+        "run_id": run_id(spec), "sweep": spec.sweep, "spec_hash": spec.run_id, "git_sha": git_sha(),
+        "seed": spec.seed, "model": m.name, "n_layers": m.n_layers, "d_model": m.d_model, "n_heads": m.n_heads,
+        "pattern": m.pattern, "positions": _joined(layer.position for layer in m.layers),
+        "spans": _joined(layer.span for layer in m.layers), "window": min(sizes) if sizes else None,
+        "train_len": spec.train.seq_len, "steps": spec.train.steps, "task": spec.task.name,
+    }
+
+
+def run_id(spec: RunSpec) -> str:
+    """Readable and unique: '<positions>-<pattern>-<task>-s<seed>-<spec hash>'."""
+    positions = _joined(layer.position for layer in spec.model.layers)
+    return f"{positions}-{spec.model.pattern}-{spec.task.name}-s{spec.seed}-{spec.run_id}"
+
+
+def execute(spec: RunSpec, *, results_dir="results", logger_cfg: dict | None = None, ckpt_every: int = 0,
+            log_every: int = 10, threads: int = 0, progress: bool = True) -> Path:
+    """Train, evaluate and store one run; returns its result file. Finished runs are skipped."""
+    rid = run_id(spec)
+    out = store.result_path(results_dir, spec.sweep, rid)
+    if out.exists():
+        log.info("skip %s: already stored at %s", rid, out)
+        return out
+    if threads > 0:
+        torch.set_num_threads(threads)
+    device = resolve_device(spec)
+    columns = run_columns(spec)
+    tracker = Tracker(logger_cfg or {"name": "none"}, name=rid, group=spec.sweep, config=spec.to_dict(),
+                      tags=[columns["positions"], columns["spans"], spec.model.pattern, spec.task.name])
+    try:
+        t0 = time.perf_counter()
+        torch.manual_seed(spec.seed)
+        model = PosBenchLM(spec.model)
+        task = spec.task.build()
+        work = store.work_dir(results_dir, spec.sweep, rid)
+        work.mkdir(parents=True, exist_ok=True)
+        result = train(model, spec, task, ckpt_path=work / "ckpt.pt", ckpt_every=ckpt_every,
+                       log=tracker.log, log_every=log_every, progress=progress)
+        if result.status == "ok":
+            rows = evaluate(model, spec, task, device)
+        else:
+            rows = [{"eval_len": spec.train.seq_len, "len_ratio": 1.0, "slice": f"step={result.steps_done}",
+                     "metric": "exact_match", "value": float("nan"), "n": 0, "status": result.status}]
+        wall = time.perf_counter() - t0
+        stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        rows = [{**row, "task": spec.task.name, "wall_s": round(wall, 2), "timestamp": stamp} for row in rows]
+        tracker.log_rows(rows)
+        torch.save(model.state_dict(), work / "model.pt")
+        meta = {**columns, "wall_s": round(wall, 2), "timestamp": stamp, "train_status": result.status,
+                "resumed_from": result.resumed_from, "spec": spec.to_dict()}
+        path = store.write_run(results_dir, spec.sweep, rid, meta, rows)
+        (work / "ckpt.pt").unlink(missing_ok=True)
+        log.info("%s: %s in %.1fs -> %s", rid, result.status, wall, path)
+        return path
+    finally:
+        tracker.finish()
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    try:
+        spec = spec_mod.build(cfg)
+    except spec_mod.SpecError as err:
+        log.error("bad configuration: %s", err)
+        sys.exit(2)
+    logger_cfg = OmegaConf.to_container(cfg.logger, resolve=True)
+    execute(spec, results_dir=cfg.results_dir, logger_cfg=logger_cfg, ckpt_every=cfg.ckpt_every,
+            log_every=cfg.log_every, threads=cfg.get("threads", 0), progress=sys.stderr.isatty())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,10 @@
+"""Attention spans. Each module here holds one span; ``SPANS`` maps names to classes."""
+from __future__ import annotations
+
+import suite.span as _pkg
+from suite.registry import discover
+from suite.span.base import Span, SpanConfig
+
+SPANS: dict[str, type[Span]] = discover(_pkg, Span)
+
+__all__ = ["SPANS", "Span", "SpanConfig"]

@@ -1,0 +1,234 @@
+"""The only reader of the raw Hydra config: validate it and freeze it into a hashed run spec.
+
+A run is (model spec, training recipe, task, evaluation grid, seed). Its id is a hash of that
+resolved spec, so the same spec is the same run and a re-run sweep can skip finished work.
+Every mistake is reported before any training, naming the bad value and the valid choices.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+from suite.position import SCHEMES, PositionConfig
+from suite.registry import build_config, lookup
+from suite.span import SPANS, SpanConfig
+from tasks import TASKS, build_task
+from tasks.base import VOCAB_SIZE
+
+ATTENTION_IMPLS = ("auto", "reference", "sdpa", "flex")
+PRECISIONS = ("fp32", "bf16")
+LOSS_ON = ("answer", "all")
+
+
+class SpecError(ValueError):
+    """A configuration that cannot be run; the message names the value and the valid choices."""
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    position: str
+    position_cfg: PositionConfig
+    span: str
+    span_cfg: SpanConfig
+
+    @property
+    def span_size(self) -> Optional[int]:
+        return getattr(self.span_cfg, "window", None) or getattr(self.span_cfg, "chunk", None)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    n_layers: int
+    d_model: int
+    n_heads: int
+    d_ff: int
+    vocab_size: int
+    train_len: int
+    pattern: str
+    layers: tuple[LayerSpec, ...]
+    attention: str = "auto"
+    norm_eps: float = 1e-5
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    name: str
+    seq_len: int
+    steps: int
+    batch_size: int
+    lr: float
+    warmup: int
+    min_lr_ratio: float
+    weight_decay: float
+    grad_clip: float
+    beta1: float
+    beta2: float
+    loss_on: str
+    device: str
+    precision: str
+    compile: bool
+    fused_optimizer: bool
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def build(self):
+        return build_task(self.name, **dict(self.params))
+
+
+@dataclass(frozen=True)
+class EvalSpec:
+    multiples: tuple[float, ...]
+    n_examples: int
+    batch_size: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    model: ModelSpec
+    train: TrainSpec
+    task: TaskSpec
+    eval: EvalSpec
+    seed: int
+    sweep: str = field(default="dev", compare=False)
+
+    def to_dict(self) -> dict:
+        def convert(obj):
+            if dataclasses.is_dataclass(obj):
+                out = {f.name: convert(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+                return out
+            if isinstance(obj, (list, tuple)):
+                return [convert(x) for x in obj]
+            return obj
+
+        d = convert(self)
+        d.pop("sweep")
+        return d
+
+    @property
+    def run_id(self) -> str:
+        blob = json.dumps(self.to_dict(), sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+# --------------------------------------------------------------------------------------------
+# building
+
+
+def _plain(node) -> dict:
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
+
+
+def _require(cond: bool, message: str) -> None:
+    if not cond:
+        raise SpecError(message)
+
+
+def _scheme_config(name: str, params: dict):
+    cls = lookup("position scheme", name, SCHEMES)
+    return build_config("position", name, cls.Config, params)
+
+
+def _span_config(name: str, params: dict):
+    cls = lookup("span", name, SPANS)
+    return build_config("span", name, cls.Config, params)
+
+
+def resolve_layers(position: dict, span: dict, pattern: dict, n_layers: int) -> tuple[LayerSpec, ...]:
+    """Tile the pattern's layer kinds over the depth.
+
+    A layer kind may name a position scheme, a span and ``log_scale``; what it leaves out comes
+    from the ``position`` and ``span`` groups. A named scheme or span takes the group's
+    parameters when the names match, else its defaults, with the pattern's ``window``/``chunk``.
+    """
+    position, span = dict(position), dict(span)
+    pos_name, span_name = position.pop("name"), span.pop("name")
+    kinds = pattern.get("layers") or [{}]
+    _require(isinstance(kinds, list), f"pattern.layers must be a list of layer kinds, got {kinds!r}")
+    layers = []
+    for i in range(n_layers):
+        kind = dict(kinds[i % len(kinds)] or {})
+        unknown = sorted(set(kind) - {"position", "span", "log_scale"})
+        _require(not unknown, f"unknown layer-kind key(s) {unknown} in pattern {pattern.get('name')!r}; valid: log_scale, position, span")
+        p_name = kind.get("position") or pos_name
+        p_params = dict(position) if p_name == pos_name else {}
+        if kind.get("log_scale") is not None:
+            p_params["log_scale"] = bool(kind["log_scale"])
+        s_name = kind.get("span") or span_name
+        if s_name == span_name:
+            s_params = dict(span)
+        else:
+            s_cls = lookup("span", s_name, SPANS)
+            keys = {f.name for f in dataclasses.fields(s_cls.Config)}
+            s_params = {k: pattern[k] for k in keys if pattern.get(k) is not None}
+        try:
+            layers.append(LayerSpec(p_name, _scheme_config(p_name, p_params), s_name, _span_config(s_name, s_params)))
+        except SpecError:
+            raise
+        except (ValueError, TypeError) as err:
+            raise SpecError(f"layer {i} ({p_name}, {s_name}) of pattern {pattern.get('name')!r}: {err}") from None
+    return tuple(layers)
+
+
+def build(cfg: DictConfig | dict) -> RunSpec:
+    """Validate a composed Hydra config and return the frozen run spec."""
+    cfg = OmegaConf.create(cfg) if isinstance(cfg, dict) else cfg
+    m, t, e = _plain(cfg.model), _plain(cfg.train), _plain(cfg.eval)
+    try:
+        _require(m["n_layers"] >= 1, f"model.n_layers={m['n_layers']}: must be >= 1")
+        _require(m["n_heads"] >= 1 and m["d_model"] % m["n_heads"] == 0,
+                 f"model.n_heads={m['n_heads']} does not divide model.d_model={m['d_model']}; "
+                 f"valid head counts: {[h for h in range(1, m['d_model'] + 1) if m['d_model'] % h == 0]}")
+        _require(m.get("attention", "auto") in ATTENTION_IMPLS,
+                 f"unknown model.attention {m.get('attention')!r}; valid: {', '.join(ATTENTION_IMPLS)}")
+        _require(t["seq_len"] >= 8, f"train.seq_len={t['seq_len']}: must be >= 8")
+        _require(t["precision"] in PRECISIONS, f"unknown train.precision {t['precision']!r}; valid: {', '.join(PRECISIONS)}")
+        _require(t["loss_on"] in LOSS_ON, f"unknown train.loss_on {t['loss_on']!r}; valid: {', '.join(LOSS_ON)}")
+        multiples = tuple(float(x) for x in e["multiples"])
+        _require(len(multiples) > 0 and all(x >= 1 for x in multiples),
+                 f"eval.multiples={list(e['multiples'])}: every multiple of the training length must be >= 1")
+
+        layers = resolve_layers(_plain(cfg.position), _plain(cfg.span), _plain(cfg.pattern), m["n_layers"])
+        for i, layer in enumerate(layers):
+            table = getattr(layer.position_cfg, "max_positions", None)
+            _require(table is None or table >= t["seq_len"],
+                     f"layer {i}: learned max_positions={table} is shorter than train.seq_len={t['seq_len']}")
+
+        task_cfg = _plain(cfg.task)
+        task_name = task_cfg.pop("name")
+        lookup("task", task_name, TASKS)
+        build_task(task_name, **task_cfg)  # validates the parameters now, not mid-sweep
+    except SpecError:
+        raise
+    except (ValueError, TypeError, KeyError) as err:
+        raise SpecError(str(err)) from None
+
+    model = ModelSpec(
+        name=m["name"], n_layers=m["n_layers"], d_model=m["d_model"], n_heads=m["n_heads"], d_ff=m["d_ff"],
+        vocab_size=VOCAB_SIZE, train_len=t["seq_len"], pattern=cfg.pattern.name, layers=layers,
+        attention=m.get("attention", "auto"),
+    )
+    train = TrainSpec(
+        name=t["name"], seq_len=t["seq_len"], steps=t["steps"], batch_size=t["batch_size"], lr=float(t["lr"]),
+        warmup=t["warmup"], min_lr_ratio=float(t["min_lr_ratio"]), weight_decay=float(t["weight_decay"]),
+        grad_clip=float(t["grad_clip"]), beta1=float(t["betas"][0]), beta2=float(t["betas"][1]),
+        loss_on=t["loss_on"], device=t["device"], precision=t["precision"], compile=bool(t["compile"]),
+        fused_optimizer=bool(t["fused_optimizer"]),
+    )
+    task = TaskSpec(task_name, tuple(sorted(task_cfg.items())))
+    ev = EvalSpec(multiples=multiples, n_examples=e["n_examples"], batch_size=e["batch_size"], seed=e["seed"])
+    return RunSpec(model=model, train=train, task=task, eval=ev, seed=int(cfg.seed), sweep=str(cfg.get("sweep_name", "dev")))

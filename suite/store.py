@@ -1,0 +1,116 @@
+"""The results store: one JSON file per run under ``results/<sweep>/``, long-format rows.
+
+One row per run x task x eval length x metric (x slice), with the columns below; eval length
+is a column, never part of a metric name. Files are written atomically (temporary file, then
+rename), so parallel workers never corrupt each other and a killed run leaves no half file.
+The store is the source of truth; W&B only mirrors it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import warnings
+from pathlib import Path
+
+import pandas as pd
+
+COLUMNS = [
+    "run_id", "sweep", "spec_hash", "git_sha", "seed", "model", "n_layers", "d_model", "n_heads",
+    "pattern", "positions", "spans", "window", "train_len", "steps", "task", "eval_len", "len_ratio",
+    "slice", "metric", "value", "n", "status", "wall_s", "timestamp",
+]
+SCHEMA = "posbench.run/1"
+
+
+def sweep_dir(results_dir: str | Path, sweep: str) -> Path:
+    return Path(results_dir) / sweep
+
+
+def result_path(results_dir: str | Path, sweep: str, run_id: str) -> Path:
+    return sweep_dir(results_dir, sweep) / f"{run_id}.json"
+
+
+def work_dir(results_dir: str | Path, sweep: str, run_id: str) -> Path:
+    """Where a run keeps its checkpoint and scratch files (not read by the report)."""
+    return sweep_dir(results_dir, sweep) / "_work" / run_id
+
+
+def is_done(results_dir, sweep, run_id) -> bool:
+    return result_path(results_dir, sweep, run_id).exists()
+
+
+def write_json_atomic(path: Path, payload: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(payload, fh, indent=1, allow_nan=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_run(results_dir, sweep: str, run_id: str, run: dict, rows: list[dict]) -> Path:
+    """Write one run's rows (each completed with the run's columns) atomically; returns the path."""
+    full = [{col: {**run, **row}.get(col) for col in COLUMNS} for row in rows]
+    path = result_path(results_dir, sweep, run_id)
+    write_json_atomic(path, {"schema": SCHEMA, "run": run, "rows": full})
+    return path
+
+
+def read_run(path: str | Path) -> dict:
+    with open(path) as fh:
+        payload = json.load(fh)
+    if not isinstance(payload, dict) or payload.get("schema") != SCHEMA or not isinstance(payload.get("rows"), list):
+        raise ValueError(f"{path} is not a PosBench run file (schema {SCHEMA})")
+    return payload
+
+
+def load(path: str | Path) -> pd.DataFrame:
+    """All rows of the run files under ``path`` (a sweep folder or a whole results folder).
+
+    Unreadable, truncated or foreign JSON files are reported by name and skipped; a run id
+    seen twice is counted once.
+    """
+    frames, seen = [], set()
+    for file in sorted(Path(path).rglob("*.json")):
+        if "_work" in file.parts:
+            continue
+        try:
+            payload = read_run(file)
+        except (OSError, ValueError) as err:
+            warnings.warn(f"skipping unreadable results file {file}: {err}", stacklevel=2)
+            continue
+        key = (payload["run"].get("sweep"), payload["run"].get("run_id"))
+        if key in seen:
+            warnings.warn(f"skipping duplicate run {key[1]} in {file}", stacklevel=2)
+            continue
+        seen.add(key)
+        frames.append(pd.DataFrame(payload["rows"], columns=COLUMNS))
+    if not frames:
+        return pd.DataFrame(columns=COLUMNS)
+    return pd.concat(frames, ignore_index=True)
+
+
+def summary(df: pd.DataFrame, metric: str = "exact_match") -> pd.DataFrame:
+    """Mean ``metric`` by (positions, pattern, task) x eval length over seeds; NaN where not ok."""
+    d = df[(df.metric == metric) & (df.slice == "all")].copy()
+    d.loc[d.status != "ok", "value"] = float("nan")
+    return d.pivot_table(index=["task", "pattern", "positions"], columns="eval_len", values="value",
+                         aggfunc="mean", dropna=False)
+
+
+if __name__ == "__main__":
+    import sys
+
+    folder = sys.argv[1] if len(sys.argv) > 1 else "results"
+    frame = load(folder)
+    if frame.empty:
+        print(f"no results under {folder}")
+    else:
+        print(f"exact match by eval length ({frame.run_id.nunique()} runs in {folder}):")
+        print(summary(frame).round(3).to_string())

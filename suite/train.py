@@ -1,0 +1,162 @@
+"""Training: AdamW, linear warmup then cosine decay, gradient clipping, loss on answer spans.
+
+Batches are generated from the task with a generator seeded by (seed, step), so a run resumed
+from a checkpoint sees exactly the batches it would have seen, and the same seed gives the
+same metrics on the CPU. The GPU recipe adds bf16 autocast, ``torch.compile`` and fused AdamW;
+it refuses to start on a machine without CUDA.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from suite.spec import RunSpec
+from tasks.base import PAD_ID
+
+
+@dataclass
+class TrainResult:
+    status: str  # ok | diverged
+    steps_done: int
+    final_loss: float
+    wall_s: float
+    resumed_from: int = 0
+    history: list = field(default_factory=list)
+
+
+def collate(examples):
+    """(tokens, answer_mask): tokens (B, L) long, padded with PAD; the mask marks answer tokens."""
+    L = max(len(ex.tokens) for ex in examples)
+    tokens = np.full((len(examples), L), PAD_ID, dtype=np.int64)
+    mask = np.zeros((len(examples), L), dtype=bool)
+    for i, ex in enumerate(examples):
+        tokens[i, : len(ex.tokens)] = ex.tokens
+        for s, e in ex.answer_spans:
+            mask[i, s:e] = True
+    return torch.from_numpy(tokens), torch.from_numpy(mask)
+
+
+def make_batch(task, rng: np.random.Generator, length: int, batch_size: int):
+    """A fresh training batch of ``batch_size`` examples of ``length`` tokens."""
+    return collate([task.generate(rng, length) for _ in range(batch_size)])
+
+
+def next_token_loss(logits, tokens, mask, reduction="mean"):
+    """Cross-entropy of predicting tokens[:, 1:] from logits[:, :-1] where mask[:, 1:] is set."""
+    target = tokens[:, 1:]
+    weight = mask[:, 1:].float()
+    nll = F.cross_entropy(logits[:, :-1].float().transpose(1, 2), target, reduction="none")  # (B, T-1)
+    if reduction == "none":
+        return nll, weight
+    return (nll * weight).sum() / weight.sum().clamp(min=1.0)
+
+
+def lr_at(step: int, spec: RunSpec) -> float:
+    """Multiplier on the peak learning rate: linear warmup, then cosine to ``min_lr_ratio``."""
+    t = spec.train
+    if step < t.warmup:
+        return (step + 1) / t.warmup
+    progress = (step - t.warmup) / max(1, t.steps - t.warmup)
+    return t.min_lr_ratio + (1 - t.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+def resolve_device(spec: RunSpec) -> torch.device:
+    if spec.train.device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(
+            f"train.device={spec.train.device!r} (recipe {spec.train.name!r}) needs a CUDA GPU and none is "
+            "available; use train=cpu on this machine"
+        )
+    return torch.device(spec.train.device)
+
+
+def build_optimizer(model, spec: RunSpec, device: torch.device):
+    t = spec.train
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    fused = t.fused_optimizer and device.type == "cuda"
+    return torch.optim.AdamW(groups, lr=t.lr, betas=(t.beta1, t.beta2), fused=fused)
+
+
+def save_checkpoint(path: Path, model, optimizer, step: int) -> None:
+    """Atomic: write a temporary file, then rename over the old checkpoint."""
+    tmp = path.with_suffix(".tmp")
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
+                "torch_rng": torch.get_rng_state()}, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: Path, model, optimizer) -> int:
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    torch.set_rng_state(state["torch_rng"])
+    return int(state["step"])
+
+
+def train(
+    model,
+    spec: RunSpec,
+    task,
+    *,
+    ckpt_path: Optional[Path] = None,
+    ckpt_every: int = 0,
+    log: Optional[Callable[[dict, int], None]] = None,
+    log_every: int = 10,
+    progress: bool = True,
+) -> TrainResult:
+    t = spec.train
+    device = resolve_device(spec)
+    model.to(device).train()
+    optimizer = build_optimizer(model, spec, device)
+    start = 0
+    if ckpt_path is not None and ckpt_path.exists():
+        start = load_checkpoint(ckpt_path, model, optimizer)
+    step_fn = torch.compile(model) if t.compile else model
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=t.precision == "bf16")
+
+    t0 = time.perf_counter()
+    bar = tqdm(range(start, t.steps), initial=start, total=t.steps, disable=not progress,
+               desc=f"train {spec.model.pattern}", leave=False, dynamic_ncols=True)
+    loss_value, history, tokens_seen = float("nan"), [], 0
+    for step in bar:
+        rng = np.random.default_rng([spec.seed, step])
+        tokens, mask = make_batch(task, rng, t.seq_len, t.batch_size)
+        tokens, mask = tokens.to(device), mask.to(device)
+        if t.loss_on == "all":
+            mask = tokens != PAD_ID
+        for group in optimizer.param_groups:
+            group["lr"] = t.lr * lr_at(step, spec)
+        with autocast:
+            logits = step_fn(tokens)
+        loss = next_token_loss(logits, tokens, mask)
+        loss_value = loss.item()
+        if not math.isfinite(loss_value):
+            bar.close()
+            return TrainResult("diverged", step, loss_value, time.perf_counter() - t0, start, history)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
+        optimizer.step()
+        tokens_seen += tokens.numel()
+        if step % log_every == 0 or step == t.steps - 1:
+            tok_s = tokens_seen / max(1e-9, time.perf_counter() - t0)
+            bar.set_postfix(loss=f"{loss_value:.3f}", tok_s=f"{tok_s:,.0f}")
+            record = {"train/loss": loss_value, "train/lr": optimizer.param_groups[0]["lr"],
+                      "train/grad_norm": float(grad_norm), "train/tokens_per_s": tok_s}
+            history.append({"step": step, **record})
+            if log is not None:
+                log(record, step)
+        if ckpt_path is not None and ckpt_every and (step + 1) % ckpt_every == 0 and step + 1 < t.steps:
+            save_checkpoint(ckpt_path, model, optimizer, step + 1)
+    bar.close()
+    return TrainResult("ok", t.steps, loss_value, time.perf_counter() - t0, start, history)

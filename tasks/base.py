@@ -1,0 +1,99 @@
+"""Task protocol, shared word vocabulary and text rendering.
+
+Every PosBench example exists twice: as token ids (a tiny model trains on these) and as
+readable text (people, lm-eval and pretrained models read this). The two are tied by a
+whitespace tokenizer over one fixed vocabulary, so ``decode(encode(text)) == text`` exactly.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+# Special tokens. Each is a single whitespace-free string so the text form stays exact.
+PAD, BOS, EOS, SEP, QUERY, ANSWER, ASSIGN, DOT, COMMA = (
+    "<pad>", "<s>", "</s>", "|", "?", ":", "=", ".", ",",
+)
+SPECIALS = [PAD, BOS, EOS, SEP, QUERY, ANSWER, ASSIGN, DOT, COMMA]
+
+# Numbers 0..99 as single tokens (values, counts, variable payloads).
+NUMBERS = [str(i) for i in range(100)]
+
+# Content words: short, common English nouns, so any reader (or a pretrained model) sees words.
+WORDS = """
+apple arm baby back ball bank bear bed bell bird boat body bone book boot bowl box boy bread
+brick bridge brush bus cake camp car card cat chair chalk cheese chest child city clock cloud
+coat coin corn cow cup desk dog door dress drum duck dust ear earth egg eye face farm fish
+flag floor flower fly foot fork fox frog game garden gate girl glass glove goat gold grass
+hair hand hat head heart hill horse house ice iron jam jar key king kite knee knife lake lamp
+leaf leg lion lip lock map milk moon mouse mouth nail neck nest net nose nut oil owl page pan
+paper park pen pig pin pipe plane plate pot queen rain ring river road rock roof room root
+rope rose sail salt sand seed sheep shelf ship shirt shoe sky snake snow sock song spoon star
+stone sun table tail tea tent tiger toe tooth town toy train tree truck van wall watch water
+wave wheel whip wind window wing wire wolf wood wool worm yard zebra
+""".split()
+
+# Relation and entity words for fact-style tasks share the content list; the vocabulary is closed.
+VOCAB: list[str] = SPECIALS + NUMBERS + WORDS
+TOKEN_ID: dict[str, int] = {tok: i for i, tok in enumerate(VOCAB)}
+assert len(TOKEN_ID) == len(VOCAB), "vocabulary entries must be unique"
+
+VOCAB_SIZE = len(VOCAB)
+PAD_ID, BOS_ID, EOS_ID, SEP_ID = (TOKEN_ID[t] for t in (PAD, BOS, EOS, SEP))
+QUERY_ID, ANSWER_ID, ASSIGN_ID, DOT_ID, COMMA_ID = (
+    TOKEN_ID[t] for t in (QUERY, ANSWER, ASSIGN, DOT, COMMA)
+)
+NUMBER_IDS = np.array([TOKEN_ID[t] for t in NUMBERS])
+WORD_IDS = np.array([TOKEN_ID[t] for t in WORDS])
+CONTENT_IDS = np.concatenate([WORD_IDS, NUMBER_IDS])  # every non-special token
+
+
+def encode(text: str) -> list[int]:
+    """Text to token ids with the whitespace tokenizer; an unknown word is an error."""
+    ids = []
+    for word in text.split():
+        if word not in TOKEN_ID:
+            raise ValueError(f"word {word!r} is not in the PosBench vocabulary")
+        ids.append(TOKEN_ID[word])
+    return ids
+
+
+def decode(ids) -> str:
+    """Token ids to text: words joined by single spaces."""
+    return " ".join(VOCAB[int(i)] for i in ids)
+
+
+@dataclass
+class Example:
+    """One task instance: the prompt followed by the answer, and where the answer lies."""
+
+    tokens: list[int]
+    answer_spans: list[tuple[int, int]]  # [start, end) token positions that are scored
+    meta: dict = field(default_factory=dict)  # slice keys: depth, number of keys, distance, ...
+
+    @property
+    def text(self) -> str:
+        return decode(self.tokens)
+
+    @property
+    def answers(self) -> list[str]:
+        return [decode(self.tokens[s:e]) for s, e in self.answer_spans]
+
+
+@runtime_checkable
+class Task(Protocol):
+    """A seeded generator plus a scorer, independent of any model."""
+
+    name: str
+
+    def generate(self, rng: np.random.Generator, length: int) -> Example: ...
+
+    def score(self, example: Example, predicted: list[int]) -> dict[str, float]: ...
+
+
+def exact_match(example: Example, predicted: list[int]) -> dict[str, float]:
+    """Exact match of every answer span; ``predicted`` holds a token for every position."""
+    spans = example.answer_spans
+    hits = [list(predicted[s:e]) == list(example.tokens[s:e]) for s, e in spans]
+    return {"exact_match": float(all(hits))}

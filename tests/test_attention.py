@@ -1,0 +1,105 @@
+"""Spans hide what lies outside them, and every attention path equals the reference."""
+import warnings
+
+import pytest
+import torch
+
+from suite.attention import Context
+from suite.model import PosBenchLM
+from suite.position import SCHEMES
+from tests.conftest import make_spec
+
+SPAN_OVERRIDES = {"full": ["span=full"], "swa": ["span=swa", "span.window=5"], "chunked": ["span=chunked", "span.chunk=6"]}
+
+
+def _model(*overrides, seed=0):
+    spec = make_spec("model.n_layers=2", "model.d_model=32", "model.n_heads=4", "model.d_ff=64",
+                     "train.seq_len=32", *overrides)
+    torch.manual_seed(seed)
+    model = PosBenchLM(spec.model)
+    for scheme in model.schemes:  # give learned tables non-zero values so they matter
+        for p in scheme.parameters():
+            torch.nn.init.normal_(p, std=0.5)
+    return model.eval()
+
+
+def _run(model, tokens, impl):
+    return model(tokens, Context(pos=torch.arange(tokens.shape[1]), impl=impl))
+
+
+@pytest.mark.parametrize("span", list(SPAN_OVERRIDES))
+@pytest.mark.parametrize("scheme", sorted(SCHEMES))
+def test_every_path_equals_the_reference(scheme, span):
+    model = _model(f"position={scheme}", *SPAN_OVERRIDES[span])
+    tokens = torch.randint(0, model.spec.vocab_size, (2, 23))
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = _run(model, tokens, "reference")
+        sdpa = _run(model, tokens, "sdpa")
+        flex = _run(model, tokens, "flex")  # eager FlexAttention on the CPU (forward only there)
+    assert torch.allclose(ref, sdpa, atol=1e-5), (scheme, span)
+    assert torch.allclose(ref, flex, atol=1e-4), (scheme, span)
+
+
+@pytest.mark.parametrize("scheme", ["alibi", "t5", "rope"])
+def test_sdpa_training_gradients_equal_the_reference(scheme):
+    model = _model(f"position={scheme}", "span=swa", "span.window=7").train()
+    tokens = torch.randint(0, model.spec.vocab_size, (2, 20))
+    grads = {}
+    for impl in ("reference", "sdpa"):
+        model.zero_grad()
+        _run(model, tokens, impl).logsumexp(-1).sum().backward()
+        grads[impl] = [p.grad.clone() for p in model.parameters()]
+    for a, b in zip(grads["reference"], grads["sdpa"]):
+        assert torch.allclose(a, b, atol=1e-5)
+
+
+def _output_change(model, tokens, changed_pos, query):
+    other = tokens.clone()
+    other[0, changed_pos] = (tokens[0, changed_pos] + 1) % model.spec.vocab_size
+    a, b = model(tokens), model(other)
+    return (a[0, query] - b[0, query]).abs().max().item()
+
+
+@pytest.mark.parametrize("scheme", ["nope", "rope", "alibi"])
+def test_sliding_window_hides_keys_outside_the_window(scheme):
+    window, query = 4, 15
+    model = _model(f"position={scheme}", "span=swa", f"span.window={window}", "model.n_layers=1")
+    tokens = torch.randint(9, model.spec.vocab_size, (1, 20))
+    assert _output_change(model, tokens, query - window, query) == 0.0  # just outside
+    assert _output_change(model, tokens, 2, query) == 0.0  # far outside
+    assert _output_change(model, tokens, query - window + 1, query) > 1e-6  # oldest visible key
+
+
+@pytest.mark.parametrize("scheme", ["nope", "rope", "t5"])
+def test_chunks_hide_earlier_chunks(scheme):
+    chunk = 6
+    model = _model(f"position={scheme}", "span=chunked", f"span.chunk={chunk}", "model.n_layers=1")
+    tokens = torch.randint(9, model.spec.vocab_size, (1, 20))
+    query = 14  # chunk [12, 18)
+    assert _output_change(model, tokens, 11, query) == 0.0  # last token of the previous chunk
+    assert _output_change(model, tokens, 12, query) > 1e-6  # first token of its own chunk
+    assert _output_change(model, tokens, 16, query) == 0.0  # the future is causal-masked
+
+
+def test_attention_logits_are_per_layer_with_masked_minus_inf():
+    model = _model("position=alibi", "span=swa", "span.window=3")
+    tokens = torch.randint(0, model.spec.vocab_size, (2, 10))
+    logits = model.attention_logits(tokens)
+    assert len(logits) == 2 and logits[0].shape == (2, 4, 10, 10)
+    i, j = torch.meshgrid(torch.arange(10), torch.arange(10), indexing="ij")
+    visible = (j <= i) & (i - j < 3)
+    assert torch.all(torch.isinf(logits[0][..., ~visible]))
+    assert torch.all(torch.isfinite(logits[0][..., visible]))
+
+
+def test_rope_attention_logits_are_shift_invariant_in_a_model():
+    """RoPE in place: the logits of a token pair depend on its offset, not on where it sits."""
+    model = _model("position=rope", "model.n_layers=1")
+    seq = torch.randint(9, model.spec.vocab_size, (1, 6))
+    pad = torch.randint(9, model.spec.vocab_size, (1, 5))
+    # The same 6 tokens at the start, and after 5 other tokens; compare their first-layer logits.
+    a = model.attention_logits(seq)[0][0, :, :, :]
+    b = model.attention_logits(torch.cat([pad, seq], dim=1))[0][0, :, 5:, 5:]
+    # Layer-1 logits are functions of the two token embeddings and their offset only.
+    assert torch.allclose(a, b, atol=1e-4)

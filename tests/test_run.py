@@ -1,0 +1,137 @@
+"""End to end: Hydra config -> spec -> model -> train -> evaluate -> results store."""
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from suite import store
+from suite.model import PosBenchLM
+from suite.run import execute
+from suite.train import train
+from tests.conftest import make_spec
+
+ROOT = Path(__file__).parent.parent
+QUICK = ["train.steps=12", "train.batch_size=8", "train.seq_len=16", "eval.n_examples=6", "eval.batch_size=3",
+         "eval.multiples=[1,2]", "model.n_layers=2", "model.d_model=32", "logger=none"]
+
+
+def _values(path):
+    return {(r["eval_len"], r["metric"], r["slice"]): r["value"] for r in store.read_run(path)["rows"]}
+
+
+def test_execute_writes_one_long_format_file_and_skips_when_rerun(tmp_path):
+    spec = make_spec(*QUICK, "position=alibi", "sweep_name=t")
+    path = execute(spec, results_dir=tmp_path, progress=False)
+    assert path.parent == tmp_path / "t" and path.name.startswith("alibi-uniform-copy-s0-")
+    df = store.load(tmp_path / "t")
+    assert list(df.columns) == store.COLUMNS
+    assert set(df.eval_len) == {16, 32} and set(df.len_ratio) == {1.0, 2.0}
+    assert {"exact_match", "token_accuracy", "loss"} <= set(df.metric)
+    assert (df.status == "ok").all() and (df.spec_hash == spec.run_id).all() and (df.task == "copy").all()
+    assert df.positions.iloc[0] == "alibi" and df.spans.iloc[0] == "full" and df.n.max() == 6
+    mtime = path.stat().st_mtime_ns
+    assert execute(spec, results_dir=tmp_path, progress=False) == path
+    assert path.stat().st_mtime_ns == mtime  # skipped, not retrained
+    assert not list((tmp_path / "t").glob("*.tmp")) and not list((tmp_path / "t").glob(".*.tmp"))
+
+
+def test_same_seed_gives_identical_metrics(tmp_path):
+    spec = make_spec(*QUICK, "position=t5", "span=swa", "span.window=4")
+    a = execute(spec, results_dir=tmp_path / "a", progress=False)
+    b = execute(spec, results_dir=tmp_path / "b", progress=False)
+    assert _values(a) == _values(b)
+    c = execute(make_spec(*QUICK, "position=t5", "span=swa", "span.window=4", "seed=1"), results_dir=tmp_path / "c",
+                progress=False)
+    assert _values(a) != _values(c)
+
+
+def test_learned_positions_past_the_table_are_unsupported(tmp_path):
+    path = execute(make_spec(*QUICK, "position=learned"), results_dir=tmp_path, progress=False)
+    rows = store.read_run(path)["rows"]
+    at_2x = [r for r in rows if r["eval_len"] == 32]
+    assert [r["status"] for r in at_2x] == ["unsupported"] and math.isnan(at_2x[0]["value"])
+    assert all(r["status"] == "ok" for r in rows if r["eval_len"] == 16)
+
+
+class Interrupt(Exception):
+    pass
+
+
+def test_checkpoint_resume_gives_the_uninterrupted_weights(tmp_path):
+    spec = make_spec(*QUICK, "position=rope", "train.steps=20")
+    task = spec.task.build()
+    torch.manual_seed(0)
+    straight = PosBenchLM(spec.model)
+    train(straight, spec, task, progress=False)
+
+    def crash(record, step):
+        if step >= 15:
+            raise Interrupt
+
+    ckpt = tmp_path / "ckpt.pt"
+    torch.manual_seed(0)
+    first = PosBenchLM(spec.model)
+    with pytest.raises(Interrupt):
+        train(first, spec, task, ckpt_path=ckpt, ckpt_every=5, log=crash, log_every=5, progress=False)
+    assert torch.load(ckpt, weights_only=True)["step"] == 15
+    torch.manual_seed(123)  # a fresh process would start from different random weights
+    resumed = PosBenchLM(spec.model)
+    result = train(resumed, spec, task, ckpt_path=ckpt, ckpt_every=5, progress=False)
+    assert result.resumed_from == 15 and result.status == "ok"
+    for a, b in zip(straight.state_dict().values(), resumed.state_dict().values()):
+        assert torch.equal(a, b)
+
+
+def test_gpu_recipe_refuses_a_machine_without_cuda(tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA; the guard is for CPU-only machines")
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU.*train=cpu"):
+        execute(make_spec(*QUICK, "train=gpu", "logger=none"), results_dir=tmp_path, progress=False)
+    assert not list(tmp_path.rglob("*.json"))
+
+
+def _cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "suite.run", *args], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, **(env or {})}, timeout=600)
+
+
+def test_cli_single_run_logs_offline_to_wandb(tmp_path):
+    out = _cli(*[q for q in QUICK if q != "logger=none"], "logger=wandb", "position=alibi", "span=swa", "span.window=8",
+               f"results_dir={tmp_path}", "sweep_name=cli", f"hydra.run.dir={tmp_path}/hydra",
+               env={"WANDB_DIR": str(tmp_path), "WANDB_SILENT": "true"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    files = list((tmp_path / "cli").glob("*.json"))
+    assert len(files) == 1 and files[0].name.startswith("alibi-uniform-copy")
+    offline = list((tmp_path / "wandb").glob("offline-run-*"))
+    assert len(offline) == 1 and list(offline[0].glob("*.wandb"))
+
+
+def test_cli_multirun_stores_one_file_per_scheme(tmp_path):
+    out = _cli("-m", *QUICK, "position=nope,rope", f"results_dir={tmp_path}", "sweep_name=multi",
+               f"hydra.sweep.dir={tmp_path}/hydra")
+    assert out.returncode == 0, out.stderr[-2000:]
+    df = store.load(tmp_path / "multi")
+    assert sorted(df.positions.unique()) == ["nope", "rope"] and df.run_id.nunique() == 2
+
+
+def test_cli_bad_scheme_fails_before_training_with_the_valid_names(tmp_path):
+    out = _cli("position.name=fourier", f"results_dir={tmp_path}", "logger=none", f"hydra.run.dir={tmp_path}/h")
+    assert out.returncode != 0
+    assert "fourier" in out.stderr + out.stdout and "alibi, learned, nope, rope, sinusoidal, t5" in out.stderr + out.stdout
+    assert not (tmp_path / "dev").exists()
+    group = _cli("position=fourier", f"results_dir={tmp_path}", "logger=none", f"hydra.run.dir={tmp_path}/h")
+    assert group.returncode != 0 and "Available options in 'position'" in group.stderr
+
+
+def test_store_skips_foreign_and_truncated_files(tmp_path):
+    path = execute(make_spec(*QUICK, "position=nope", "sweep_name=s"), results_dir=tmp_path, progress=False)
+    (tmp_path / "s" / "foreign.json").write_text(json.dumps({"hello": 1}))
+    (tmp_path / "s" / "truncated.json").write_text(path.read_text()[:100])
+    with pytest.warns(UserWarning, match="foreign.json"):
+        df = store.load(tmp_path / "s")
+    assert df.run_id.nunique() == 1

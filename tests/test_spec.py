@@ -1,0 +1,127 @@
+"""Config composition, layer patterns and validation before training."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from suite.config import CONF_DIR, compose_config
+from suite.inspect import layer_table
+from suite.spec import SpecError, build
+from tests.conftest import make_spec
+
+GROUPS = ["model", "position", "span", "pattern", "task", "train", "eval", "logger"]
+
+
+def _options(group):
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_every_config_in_every_group_composes_and_builds(group):
+    for option in _options(group):
+        spec = build(compose_config([f"{group}={option}"]))
+        assert spec.model.n_layers == len(spec.model.layers)
+
+
+def _kinds(spec):
+    return [(layer.position, layer.span) for layer in spec.model.layers]
+
+
+def test_command_a_over_8_layers():
+    spec = make_spec("pattern=command_a", "model.n_layers=8")
+    assert _kinds(spec) == [("rope", "swa")] * 3 + [("nope", "full")] + [("rope", "swa")] * 3 + [("nope", "full")]
+    assert all(layer.span_cfg.window == 16 for layer in spec.model.layers if layer.span == "swa")
+
+
+def test_span_group_parameters_reach_pattern_layers_of_the_same_span():
+    spec = make_spec("pattern=command_a", "span=swa", "span.window=8")
+    # Every layer of command_a named 'swa' takes the span group's window; 'full' stays full.
+    assert [layer.span_size for layer in spec.model.layers] == [8, 8, 8, None]
+
+
+@pytest.mark.parametrize("pattern,expected", [
+    ("rnope", [("rope", "full"), ("nope", "full")] * 2),
+    ("smollm3", [("rope", "full")] * 3 + [("nope", "full")]),
+    ("llama4", [("rope", "chunked")] * 3 + [("nope", "full")]),
+    ("rope_in_swa", [("rope", "swa"), ("nope", "full")] * 2),
+    ("nope_in_swa", [("nope", "swa"), ("nope", "full")] * 2),
+])
+def test_patterns_tile_over_depth(pattern, expected):
+    assert _kinds(make_spec(f"pattern={pattern}")) == expected
+
+
+def test_llama4_global_layers_use_log_scale_and_local_layers_do_not():
+    spec = make_spec("pattern=llama4", "model.n_layers=8")
+    assert [layer.position_cfg.log_scale for layer in spec.model.layers] == [False, False, False, True] * 2
+
+
+def test_user_written_pattern_list():
+    spec = make_spec("pattern.layers=[{position: alibi, span: swa}, {position: t5}]", "+pattern.window=4",
+                     "model.n_layers=4")
+    assert _kinds(spec) == [("alibi", "swa"), ("t5", "full")] * 2
+    assert spec.model.layers[0].span_cfg.window == 4
+
+
+def test_group_parameters_apply_to_uniform_layers():
+    spec = make_spec("position=rope", "position.theta=500000", "position.fraction=0.5")
+    assert {layer.position_cfg.theta for layer in spec.model.layers} == {500000.0}
+
+
+def test_unknown_scheme_name_lists_the_valid_ones():
+    with pytest.raises(SpecError, match="unknown position scheme 'fourier'.*alibi, learned, nope, rope, sinusoidal, t5"):
+        make_spec("position.name=fourier")
+
+
+def test_unknown_scheme_in_a_pattern_lists_the_valid_ones():
+    with pytest.raises(SpecError, match="unknown position scheme 'xpos'; valid"):
+        make_spec("pattern=rnope", "pattern.layers.1.position=xpos")
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["span=swa", "span.window=0"], "window=0"),
+    (["span=chunked", "span.chunk=-3"], "chunk=-3"),
+    (["model.n_heads=5"], r"n_heads=5 does not divide model.d_model=64"),
+    (["eval.multiples=[0.5,1]"], r"eval.multiples=\[0.5, 1\]"),
+    (["position=learned", "position.max_positions=16"], "max_positions=16 is shorter than train.seq_len"),
+    (["span.name=dilated"], "unknown span 'dilated'; valid spans: chunked, full, swa"),
+    (["position=rope", "position.layout=diagonal"], "layout 'diagonal'"),
+    (["+position.slope=2"], r"unknown position parameter\(s\) \['slope'\]"),
+    (["task.name=sorting"], "unknown task 'sorting'; valid tasks: "),
+    (["model.attention=triton"], "unknown model.attention 'triton'"),
+])
+def test_bad_configuration_names_the_value(overrides, message):
+    with pytest.raises(SpecError, match=message):
+        make_spec(*overrides)
+
+
+def test_run_id_is_a_stable_hash_of_the_resolved_spec():
+    a, b = make_spec("position=alibi"), make_spec("position=alibi")
+    assert a.run_id == b.run_id and len(a.run_id) == 12
+    assert make_spec("position=alibi", "seed=1").run_id != a.run_id
+    assert make_spec("position=alibi", "sweep_name=other").run_id == a.run_id  # the sweep is a folder, not the spec
+    assert make_spec("position=alibi", "logger=none").run_id == a.run_id
+
+
+def test_inspect_json_lists_every_layer():
+    out = subprocess.run([sys.executable, "-m", "suite.inspect", "pattern=command_a", "model.n_layers=8", "--json"],
+                         capture_output=True, text=True, check=True, cwd=Path(__file__).parent.parent)
+    rows = json.loads(out.stdout)
+    assert [r["layer"] for r in rows] == list(range(8))
+    assert set(rows[0]) >= {"layer", "position", "span", "window"}
+    assert rows[3] == {"layer": 3, "position": "nope", "span": "full", "window": None, "log_scale": False}
+    assert rows[4]["position"] == "rope" and rows[4]["span"] == "swa" and rows[4]["window"] == 16
+
+
+def test_inspect_table_and_bad_input_exit_code():
+    cwd = Path(__file__).parent.parent
+    ok = subprocess.run([sys.executable, "-m", "suite.inspect", "pattern=llama4"], capture_output=True, text=True, cwd=cwd)
+    assert ok.returncode == 0 and "chunked" in ok.stdout and "yes" in ok.stdout
+    bad = subprocess.run([sys.executable, "-m", "suite.inspect", "position=fourier"], capture_output=True, text=True, cwd=cwd)
+    assert bad.returncode == 2 and "fourier" in bad.stderr and "alibi" in bad.stderr
+
+
+def test_layer_table_matches_spec():
+    spec = make_spec("pattern=llama4")
+    assert layer_table(spec)[3]["log_scale"] is True and layer_table(spec)[0]["window"] == 16
