@@ -120,4 +120,8 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # Re-import under the package name so launchers that pickle the task (joblib, submitit)
+    # find it as suite.run.main, not as a function of __main__.
+    from suite.run import main as _main
+
+    _main()
