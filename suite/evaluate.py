@@ -1,18 +1,23 @@
-"""Evaluation at the training length and beyond it; returns records, never writes files.
+"""Evaluation at the training length and beyond it; returns records, never writes results.
 
-For each multiple m of the training length, the same seeded examples are scored for every
-scheme. Predictions are teacher-forced argmax tokens, which for exact match equals greedy
-decoding: a greedy decoder produces the gold span exactly when every teacher-forced argmax in
-it is right. Metrics: exact match (and a task's own metrics), token accuracy, answer loss.
-A length a scheme cannot represent yields ``unsupported`` rows instead of a crash.
+For each task and each multiple m of the training length, every scheme is scored on the same
+cached examples (``suite.evalsets``). Predictions are teacher-forced argmax tokens, which for
+exact match equals greedy decoding: a greedy decoder produces the gold span exactly when every
+teacher-forced argmax in it is right. Metrics: the task's own (exact match, RULER's
+string_match_all/part), token accuracy and answer loss; ranking tasks add reciprocal rank from
+candidate log-likelihoods. Per-example slices (needle depth, number of keys, distance) become
+extra rows. A length a scheme cannot represent yields ``unsupported`` rows instead of a crash.
 """
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import torch
 
+from suite.evalsets import eval_set
 from suite.position import LengthUnsupported
 from suite.spec import RunSpec
 from suite.train import collate, next_token_loss
@@ -22,61 +27,89 @@ def eval_lengths(spec: RunSpec) -> list[int]:
     return [int(round(m * spec.train.seq_len)) for m in spec.eval.multiples]
 
 
-def eval_examples(task, spec: RunSpec, length: int):
-    """The shared evaluation set for (task, length): seeded by the eval seed and the length only."""
-    rng = np.random.default_rng([spec.eval.seed, length])
-    return [task.generate(rng, length) for _ in range(spec.eval.n_examples)]
+def candidate_logliks(logprobs: torch.Tensor, ex) -> list[float]:
+    """Log-likelihood of each single-token candidate at the example's (only) answer position.
+
+    ``logprobs`` (T-1, V) are next-token log-probabilities for the example with its gold answer;
+    with one-token candidates the prefix is identical for all of them, so one pass scores all.
+    """
+    (start, end), = ex.answer_spans
+    if end - start != 1 or any(len(c) != 1 for c in ex.meta["candidates"]):
+        raise ValueError("candidate ranking supports single-token answers and candidates")
+    return [logprobs[start - 1, c[0]].item() for c in ex.meta["candidates"]]
 
 
-def _row(length, spec, metric, value, n, status="ok", slice_="all"):
-    return {"eval_len": length, "len_ratio": length / spec.train.seq_len, "slice": slice_,
-            "metric": metric, "value": value, "n": n, "status": status}
+class _Tally:
+    """Running sums for one (task, length) cell."""
+
+    def __init__(self):
+        self.sums, self.n = defaultdict(float), 0
+        self.slices: dict[tuple[str, str], list[float]] = defaultdict(list)
+        self.tok_hits = self.tok_total = self.nll = 0.0
+
+    def add(self, ex, scores: dict):
+        self.n += 1
+        for metric, value in scores.items():
+            self.sums[metric] += value
+            for key, bucket in ex.meta.get("slices", {}).items():
+                self.slices[(metric, f"{key}={bucket}")].append(value)
+
+    def rows(self):
+        out = [(metric, total / self.n, self.n, "all") for metric, total in self.sums.items()]
+        out.append(("token_accuracy", self.tok_hits / max(self.tok_total, 1), self.n, "all"))
+        out.append(("loss", self.nll / max(self.tok_total, 1), self.n, "all"))
+        out += [(m, float(np.mean(v)), len(v), s) for (m, s), v in sorted(self.slices.items())]
+        return out
 
 
 @torch.no_grad()
-def evaluate(model, spec: RunSpec, task, device: torch.device | None = None) -> list[dict]:
+def score_examples(model, task, examples, batch_size: int, device, autocast) -> _Tally:
+    tally = _Tally()
+    ranks = hasattr(task, "score_candidates")
+    for i in range(0, len(examples), batch_size):
+        batch = examples[i : i + batch_size]
+        tokens, mask = collate(batch)
+        tokens, mask = tokens.to(device), mask.to(device)
+        with autocast:
+            logits = model(tokens)
+        nll, weight = next_token_loss(logits, tokens, mask, reduction="none")
+        pred = logits[:, :-1].argmax(-1)
+        tally.tok_hits += ((pred == tokens[:, 1:]).float() * weight).sum().item()
+        tally.tok_total += weight.sum().item()
+        tally.nll += (nll * weight).sum().item()
+        pred_full = torch.cat([tokens[:, :1], pred], dim=1).cpu().tolist()
+        logprobs = torch.log_softmax(logits[:, :-1].float(), dim=-1) if ranks else None
+        for j, (ex, predicted) in enumerate(zip(batch, pred_full)):
+            scores = dict(task.score(ex, predicted[: len(ex.tokens)]))
+            if ranks:
+                scores.update(task.score_candidates(ex, candidate_logliks(logprobs[j], ex)))
+            tally.add(ex, scores)
+    return tally
+
+
+def evaluate(model, spec: RunSpec, tasks, device: Optional[torch.device] = None,
+             cache_dir: Optional[Path] = None) -> list[dict]:
+    """Rows for every (task, eval length): ``tasks`` is a list of (TaskSpec, task) pairs."""
     device = device or next(model.parameters()).device
     model.eval()
-    rows: list[dict] = []
     limit = model.max_length()
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=spec.train.precision == "bf16")
-    for length in eval_lengths(spec):
-        examples = eval_examples(task, spec, length)
-        if limit is not None and max(len(ex.tokens) for ex in examples) - 1 > limit:
-            rows.append(_row(length, spec, "exact_match", float("nan"), 0, status="unsupported"))
-            continue
-        sums, n = defaultdict(float), 0
-        slices: dict[tuple[str, str], list[float]] = defaultdict(list)
-        tok_hits = tok_total = nll_sum = 0.0
-        try:
-            for i in range(0, len(examples), spec.eval.batch_size):
-                batch = examples[i : i + spec.eval.batch_size]
-                tokens, mask = collate(batch)
-                tokens, mask = tokens.to(device), mask.to(device)
-                with autocast:
-                    logits = model(tokens)
-                nll, weight = next_token_loss(logits, tokens, mask, reduction="none")
-                pred = logits[:, :-1].argmax(-1)
-                hit = (pred == tokens[:, 1:]).float() * weight
-                tok_hits += hit.sum().item()
-                tok_total += weight.sum().item()
-                nll_sum += (nll * weight).sum().item()
-                pred_full = torch.cat([tokens[:, :1], pred], dim=1).cpu().tolist()
-                for ex, predicted in zip(batch, pred_full):
-                    scores = task.score(ex, predicted)
-                    for metric, value in scores.items():
-                        sums[metric] += value
-                        for key, bucket in ex.meta.get("slices", {}).items():
-                            slices[(metric, f"{key}={bucket}")].append(value)
-                    n += 1
-        except LengthUnsupported:
-            rows.append(_row(length, spec, "exact_match", float("nan"), 0, status="unsupported"))
-            continue
-        for metric, total in sums.items():
-            rows.append(_row(length, spec, metric, total / n, n))
-        rows.append(_row(length, spec, "token_accuracy", tok_hits / max(tok_total, 1), n))
-        rows.append(_row(length, spec, "loss", nll_sum / max(tok_total, 1), n))
-        for (metric, slice_), values in sorted(slices.items()):
-            rows.append(_row(length, spec, metric, float(np.mean(values)), len(values), slice_=slice_))
+    rows: list[dict] = []
+    for task_spec, task in tasks:
+        for length in eval_lengths(spec):
+            examples, digest = eval_set(task_spec.name, dict(task_spec.params), task, length, spec.eval.seed,
+                                        spec.eval.n_examples, cache_dir)
+            base = {"task": task_spec.name, "eval_len": length, "len_ratio": length / spec.train.seq_len,
+                    "eval_set": digest}
+            unsupported = {**base, "slice": "all", "metric": "exact_match", "value": float("nan"), "n": 0,
+                           "status": "unsupported"}
+            if limit is not None and max(len(ex.tokens) for ex in examples) - 1 > limit:
+                rows.append(unsupported)
+                continue
+            try:
+                tally = score_examples(model, task, examples, spec.eval.batch_size, device, autocast)
+            except LengthUnsupported:
+                rows.append(unsupported)
+                continue
+            rows += [{**base, "slice": s, "metric": m, "value": v, "n": n, "status": "ok"} for m, v, n, s in tally.rows()]
     return rows
-

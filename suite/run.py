@@ -54,14 +54,14 @@ def run_columns(spec: RunSpec) -> dict:
         "seed": spec.seed, "model": m.name, "n_layers": m.n_layers, "d_model": m.d_model, "n_heads": m.n_heads,
         "pattern": m.pattern, "positions": _joined(layer.position for layer in m.layers),
         "spans": _joined(layer.span for layer in m.layers), "window": min(sizes) if sizes else None,
-        "train_len": spec.train.seq_len, "steps": spec.train.steps, "task": spec.task.name,
+        "train_len": spec.train.seq_len, "steps": spec.train.steps,
     }
 
 
 def run_id(spec: RunSpec) -> str:
-    """Readable and unique: '<positions>-<pattern>-<task>-s<seed>-<spec hash>'."""
+    """Readable and unique: '<positions>-<pattern>-<task or task set>-s<seed>-<spec hash>'."""
     positions = _joined(layer.position for layer in spec.model.layers)
-    return f"{positions}-{spec.model.pattern}-{spec.task.name}-s{spec.seed}-{spec.run_id}"
+    return f"{positions}-{spec.model.pattern}-{spec.taskset}-s{spec.seed}-{spec.run_id}"
 
 
 def execute(spec: RunSpec, *, results_dir="results", logger_cfg: dict | None = None, ckpt_every: int = 0,
@@ -77,24 +77,25 @@ def execute(spec: RunSpec, *, results_dir="results", logger_cfg: dict | None = N
     device = resolve_device(spec)
     columns = run_columns(spec)
     tracker = Tracker(logger_cfg or {"name": "none"}, name=rid, group=spec.sweep, config=spec.to_dict(),
-                      tags=[columns["positions"], columns["spans"], spec.model.pattern, spec.task.name])
+                      tags=[columns["positions"], columns["spans"], spec.model.pattern, spec.taskset])
     try:
         t0 = time.perf_counter()
         torch.manual_seed(spec.seed)
         model = PosBenchLM(spec.model)
-        task = spec.task.build()
+        tasks = [(t, t.build()) for t in spec.tasks]
         work = store.work_dir(results_dir, spec.sweep, rid)
         work.mkdir(parents=True, exist_ok=True)
-        result = train(model, spec, task, ckpt_path=work / "ckpt.pt", ckpt_every=ckpt_every,
+        result = train(model, spec, [task for _, task in tasks], ckpt_path=work / "ckpt.pt", ckpt_every=ckpt_every,
                        log=tracker.log, log_every=log_every, progress=progress)
         if result.status == "ok":
-            rows = evaluate(model, spec, task, device)
+            rows = evaluate(model, spec, tasks, device, cache_dir=Path(results_dir) / "_evalsets")
         else:
-            rows = [{"eval_len": spec.train.seq_len, "len_ratio": 1.0, "slice": f"step={result.steps_done}",
-                     "metric": "exact_match", "value": float("nan"), "n": 0, "status": result.status}]
+            rows = [{"task": t.name, "eval_len": spec.train.seq_len, "len_ratio": 1.0, "slice": f"step={result.steps_done}",
+                     "metric": "exact_match", "value": float("nan"), "n": 0, "status": result.status}
+                    for t in spec.tasks]
         wall = time.perf_counter() - t0
         stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        rows = [{**row, "task": spec.task.name, "wall_s": round(wall, 2), "timestamp": stamp} for row in rows]
+        rows = [{**row, "wall_s": round(wall, 2), "timestamp": stamp} for row in rows]
         tracker.log_rows(rows)
         torch.save(model.state_dict(), work / "model.pt")
         meta = {**columns, "wall_s": round(wall, 2), "timestamp": stamp, "train_status": result.status,

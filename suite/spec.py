@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
+from suite.config import CONF_DIR
 from suite.position import SCHEMES, PositionConfig
 from suite.registry import build_config, lookup
 from suite.span import SPANS, SpanConfig
@@ -101,7 +102,8 @@ class EvalSpec:
 class RunSpec:
     model: ModelSpec
     train: TrainSpec
-    task: TaskSpec
+    tasks: tuple[TaskSpec, ...]  # trained on as an even mixture, evaluated one by one
+    taskset: str  # the task set's name, or the task's name for a single task
     eval: EvalSpec
     seed: int
     sweep: str = field(default="dev", compare=False)
@@ -184,6 +186,37 @@ def resolve_layers(position: dict, span: dict, pattern: dict, n_layers: int) -> 
     return tuple(layers)
 
 
+def _task_spec(name: str, params: dict) -> TaskSpec:
+    lookup("task", name, TASKS)
+    build_task(name, **params)  # validates the parameters now, not mid-sweep
+    return TaskSpec(name, tuple(sorted(params.items())))
+
+
+def resolve_tasks(cfg: DictConfig) -> tuple[tuple[TaskSpec, ...], str]:
+    """The run's tasks: the ``taskset`` group when chosen (each task with its YAML defaults
+    under conf/task/ and ``taskset.params.<task>`` overrides), else the single ``task``."""
+    taskset = cfg.get("taskset")
+    if not taskset:
+        params = _plain(cfg.task)
+        name = params.pop("name")
+        return (_task_spec(name, params),), name
+    names = list(taskset.tasks)
+    _require(len(names) > 0 and len(set(names)) == len(names),
+             f"taskset {taskset.name!r} must list distinct tasks, got {names}")
+    overrides = _plain(taskset.get("params") or {})
+    unknown = sorted(set(overrides) - set(names))
+    _require(not unknown, f"taskset.params names task(s) {unknown} that are not in the set {names}")
+    specs = []
+    for name in names:
+        lookup("task", name, TASKS)
+        path = CONF_DIR / "task" / f"{name}.yaml"
+        params = _plain(OmegaConf.load(path)) if path.exists() else {"name": name}
+        params.pop("name", None)
+        params.update(overrides.get(name) or {})
+        specs.append(_task_spec(name, params))
+    return tuple(specs), str(taskset.name)
+
+
 def build(cfg: DictConfig | dict) -> RunSpec:
     """Validate a composed Hydra config and return the frozen run spec."""
     cfg = OmegaConf.create(cfg) if isinstance(cfg, dict) else cfg
@@ -208,10 +241,7 @@ def build(cfg: DictConfig | dict) -> RunSpec:
             _require(table is None or table >= t["seq_len"],
                      f"layer {i}: learned max_positions={table} is shorter than train.seq_len={t['seq_len']}")
 
-        task_cfg = _plain(cfg.task)
-        task_name = task_cfg.pop("name")
-        lookup("task", task_name, TASKS)
-        build_task(task_name, **task_cfg)  # validates the parameters now, not mid-sweep
+        tasks, taskset = resolve_tasks(cfg)
     except SpecError:
         raise
     except (ValueError, TypeError, KeyError) as err:
@@ -229,6 +259,5 @@ def build(cfg: DictConfig | dict) -> RunSpec:
         loss_on=t["loss_on"], device=t["device"], precision=t["precision"], compile=bool(t["compile"]),
         fused_optimizer=bool(t["fused_optimizer"]),
     )
-    task = TaskSpec(task_name, tuple(sorted(task_cfg.items())))
     ev = EvalSpec(multiples=multiples, n_examples=e["n_examples"], batch_size=e["batch_size"], seed=e["seed"])
-    return RunSpec(model=model, train=train, task=task, eval=ev, seed=int(cfg.seed), sweep=str(cfg.get("sweep_name", "dev")))
+    return RunSpec(model=model, train=train, tasks=tasks, taskset=taskset, eval=ev, seed=int(cfg.seed), sweep=str(cfg.get("sweep_name", "dev")))

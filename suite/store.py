@@ -18,7 +18,7 @@ import pandas as pd
 COLUMNS = [
     "run_id", "sweep", "spec_hash", "git_sha", "seed", "model", "n_layers", "d_model", "n_heads",
     "pattern", "positions", "spans", "window", "train_len", "steps", "task", "eval_len", "len_ratio",
-    "slice", "metric", "value", "n", "status", "wall_s", "timestamp",
+    "slice", "metric", "value", "n", "status", "wall_s", "timestamp", "eval_set",
 ]
 SCHEMA = "posbench.run/1"
 
@@ -40,12 +40,19 @@ def is_done(results_dir, sweep, run_id) -> bool:
     return result_path(results_dir, sweep, run_id).exists()
 
 
+def _jsonable(obj):
+    """numpy scalars and arrays to plain Python for JSON."""
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    raise TypeError(f"{type(obj).__name__} is not JSON serializable")
+
+
 def write_json_atomic(path: Path, payload: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as fh:
-            json.dump(payload, fh, indent=1, allow_nan=True)
+            json.dump(payload, fh, allow_nan=True, default=_jsonable)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -78,8 +85,8 @@ def load(path: str | Path) -> pd.DataFrame:
     """
     frames, seen = [], set()
     for file in sorted(Path(path).rglob("*.json")):
-        if "_work" in file.parts:
-            continue
+        if any(part.startswith("_") for part in file.relative_to(path).parts):
+            continue  # checkpoints, cached eval sets
         try:
             payload = read_run(file)
         except (OSError, ValueError) as err:

@@ -23,6 +23,7 @@ class Tracker:
                 project=logger_cfg.get("project", "posbench"), entity=logger_cfg.get("entity"),
                 mode=logger_cfg.get("mode", "offline"), name=name, group=group, config=config,
                 tags=tags, reinit="finish_previous",
+                settings=wandb.Settings(silent=bool(logger_cfg.get("silent", True)), console="off"),
             )
         except Exception as err:  # noqa: BLE001 - a tracking failure must not end the run
             self._warn(err)

@@ -45,9 +45,10 @@ def collate(examples):
     return torch.from_numpy(tokens), torch.from_numpy(mask)
 
 
-def make_batch(task, rng: np.random.Generator, length: int, batch_size: int):
-    """A fresh training batch of ``batch_size`` examples of ``length`` tokens."""
-    return collate([task.generate(rng, length) for _ in range(batch_size)])
+def make_batch(tasks, rng: np.random.Generator, length: int, batch_size: int):
+    """A fresh batch of ``length``-token examples, an even mixture of ``tasks`` (a task or a list)."""
+    tasks = tasks if isinstance(tasks, (list, tuple)) else [tasks]
+    return collate([tasks[i % len(tasks)].generate(rng, length) for i in range(batch_size)])
 
 
 def next_token_loss(logits, tokens, mask, reduction="mean"):
@@ -106,7 +107,7 @@ def load_checkpoint(path: Path, model, optimizer) -> int:
 def train(
     model,
     spec: RunSpec,
-    task,
+    tasks,
     *,
     ckpt_path: Optional[Path] = None,
     ckpt_every: int = 0,
@@ -126,11 +127,11 @@ def train(
 
     t0 = time.perf_counter()
     bar = tqdm(range(start, t.steps), initial=start, total=t.steps, disable=not progress,
-               desc=f"train {spec.model.pattern}", leave=False, dynamic_ncols=True)
+               desc=f"train {spec.model.pattern}/{spec.taskset}", leave=False, dynamic_ncols=True)
     loss_value, history, tokens_seen = float("nan"), [], 0
     for step in bar:
         rng = np.random.default_rng([spec.seed, step])
-        tokens, mask = make_batch(task, rng, t.seq_len, t.batch_size)
+        tokens, mask = make_batch(tasks, rng, t.seq_len, t.batch_size)
         tokens, mask = tokens.to(device), mask.to(device)
         if t.loss_on == "all":
             mask = tokens != PAD_ID

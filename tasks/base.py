@@ -34,8 +34,12 @@ stone sun table tail tea tent tiger toe tooth town toy train tree truck van wall
 wave wheel whip wind window wing wire wolf wood wool worm yard zebra
 """.split()
 
-# Relation and entity words for fact-style tasks share the content list; the vocabulary is closed.
-VOCAB: list[str] = SPECIALS + NUMBERS + WORDS
+# Relations for fact-style tasks ("the color of apple is 7 .") and the few function words that
+# make prompts read as text. They are never drawn as keys, values or noise.
+RELATIONS = "color size age price weight height speed owner".split()
+FUNCTION_WORDS = "the of is what which common frequent hold".split()
+
+VOCAB: list[str] = SPECIALS + NUMBERS + WORDS + RELATIONS + FUNCTION_WORDS
 TOKEN_ID: dict[str, int] = {tok: i for i, tok in enumerate(VOCAB)}
 assert len(TOKEN_ID) == len(VOCAB), "vocabulary entries must be unique"
 
@@ -46,6 +50,7 @@ QUERY_ID, ANSWER_ID, ASSIGN_ID, DOT_ID, COMMA_ID = (
 )
 NUMBER_IDS = np.array([TOKEN_ID[t] for t in NUMBERS])
 WORD_IDS = np.array([TOKEN_ID[t] for t in WORDS])
+RELATION_IDS = np.array([TOKEN_ID[t] for t in RELATIONS])
 CONTENT_IDS = np.concatenate([WORD_IDS, NUMBER_IDS])  # every non-special token
 
 
@@ -97,3 +102,91 @@ def exact_match(example: Example, predicted: list[int]) -> dict[str, float]:
     spans = example.answer_spans
     hits = [list(predicted[s:e]) == list(example.tokens[s:e]) for s, e in spans]
     return {"exact_match": float(all(hits))}
+
+
+# ------------------------------------------------------------------------------------------
+# scoring (RULER, Hsieh et al. 2024: string_match_all / string_match_part)
+
+
+def span_hits(example: Example, predicted: list[int]) -> list[bool]:
+    """Whether each answer span was reproduced exactly."""
+    return [list(predicted[s:e]) == list(example.tokens[s:e]) for s, e in example.answer_spans]
+
+
+def multi_answer_scores(example: Example, predicted: list[int]) -> dict[str, float]:
+    """Exact match (every item), RULER's string_match_all (fraction of items found) and
+    string_match_part (1 if any item found), for tasks with several reference answers."""
+    hits = span_hits(example, predicted)
+    return {
+        "exact_match": float(all(hits)),
+        "string_match_all": sum(hits) / len(hits),
+        "string_match_part": float(any(hits)),
+    }
+
+
+# ------------------------------------------------------------------------------------------
+# building examples of an exact length
+
+
+def depth_bucket(position: int, context_len: int, n_buckets: int = 5) -> str:
+    """Needle depth as a fraction of the context, bucketed: '0.0', '0.2', ... '0.8'."""
+    frac = min(max(position / max(context_len, 1), 0.0), 0.999)
+    return f"{int(frac * n_buckets) / n_buckets:.1f}"
+
+
+def distance_bucket(distance: int) -> str:
+    """Distance in tokens bucketed by powers of two: '<8', '<16', '<32', ..."""
+    bound = 8
+    while distance >= bound:
+        bound *= 2
+    return f"<{bound}"
+
+
+class Builder:
+    """Accumulates tokens and marks answer spans: ``b.add(ids)``, ``b.answer(ids)``."""
+
+    def __init__(self, tokens: list[int] | None = None):
+        self.tokens: list[int] = list(tokens or [])
+        self.spans: list[tuple[int, int]] = []
+
+    def add(self, ids) -> int:
+        """Append tokens; returns the position of the first one."""
+        start = len(self.tokens)
+        self.tokens.extend(int(i) for i in ids)
+        return start
+
+    def answer(self, ids) -> int:
+        start = self.add(ids)
+        self.spans.append((start, len(self.tokens)))
+        return start
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def example(self, **meta) -> Example:
+        return Example(tokens=self.tokens, answer_spans=self.spans, meta=meta)
+
+
+def scatter(rng: np.random.Generator, blocks: list[list[int]], n_noise: int, noise_pool,
+            cuts=None) -> tuple[list[int], list[int]]:
+    """The blocks, in order, with ``n_noise`` noise tokens (drawn from ``noise_pool``) spread at
+    random into the gaps before, between and after them; ``cuts`` (sorted noise indices) pins
+    where each block goes. Returns the tokens and each block's offset in them."""
+    if cuts is None:
+        cuts = np.sort(rng.integers(0, n_noise + 1, size=len(blocks)))
+    gaps = np.diff(np.concatenate([[0], cuts, [n_noise]]))
+    noise = rng.choice(noise_pool, size=n_noise).tolist()
+    tokens: list[int] = []
+    starts: list[int] = []
+    used = 0
+    for gap, block in zip(gaps, blocks):
+        tokens.extend(noise[used : used + gap])
+        used += gap
+        starts.append(len(tokens))
+        tokens.extend(int(t) for t in block)
+    tokens.extend(noise[used:])
+    return tokens, starts
+
+
+def too_short(task: str, length: int, minimum: int) -> ValueError:
+    return ValueError(f"{task} needs length >= {minimum} with these settings, got {length}")

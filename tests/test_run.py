@@ -64,7 +64,7 @@ class Interrupt(Exception):
 
 def test_checkpoint_resume_gives_the_uninterrupted_weights(tmp_path):
     spec = make_spec(*QUICK, "position=rope", "train.steps=20")
-    task = spec.task.build()
+    task = spec.tasks[0].build()
     torch.manual_seed(0)
     straight = PosBenchLM(spec.model)
     train(straight, spec, task, progress=False)
@@ -136,3 +136,24 @@ def test_store_skips_foreign_and_truncated_files(tmp_path):
     with pytest.warns(UserWarning, match="foreign.json"):
         df = store.load(tmp_path / "s")
     assert df.run_id.nunique() == 1
+
+
+def test_taskset_run_scores_each_task_with_slices_ranks_and_eval_set_hashes(tmp_path):
+    quick = [q for q in QUICK if not q.startswith("train.seq_len")]
+    execute(make_spec(*quick, "train.seq_len=32", "taskset=core", "position=rope"), results_dir=tmp_path, progress=False)
+    df = store.load(tmp_path)
+    assert sorted(df.task.unique()) == ["copy", "mqar", "niah_single", "vt"]
+    assert df.eval_set.notna().all() and df.groupby(["task", "eval_len"]).eval_set.nunique().max() == 1
+    niah = df[(df.task == "niah_single") & (df.metric == "exact_match")]
+    assert {"all"} < set(niah.slice) and any(s.startswith("depth=") for s in niah.slice)
+    vt = df[(df.task == "vt") & (df.slice == "all")]
+    assert {"exact_match", "string_match_all", "string_match_part"} <= set(vt.metric)
+    assert (tmp_path / "_evalsets").is_dir() and len(list((tmp_path / "_evalsets").glob("*.json"))) == 8
+
+
+def test_rank_task_reports_reciprocal_rank_from_candidate_logliks(tmp_path):
+    path = execute(make_spec(*QUICK, "task=rank", "position=alibi"), results_dir=tmp_path, progress=False)
+    rows = [r for r in store.read_run(path)["rows"] if r["metric"] == "reciprocal_rank" and r["slice"] == "all"]
+    assert len(rows) == 2
+    # four candidates, ties count against the gold: every reciprocal rank is 1, 1/2, 1/3 or 1/4
+    assert all(0.25 <= r["value"] <= 1.0 for r in rows)

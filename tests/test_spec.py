@@ -11,7 +11,7 @@ from suite.inspect import layer_table
 from suite.spec import SpecError, build
 from tests.conftest import make_spec
 
-GROUPS = ["model", "position", "span", "pattern", "task", "train", "eval", "logger"]
+GROUPS = ["model", "position", "span", "pattern", "task", "taskset", "train", "eval", "logger"]
 
 
 def _options(group):

@@ -1,0 +1,62 @@
+"""``python -m tasks.show <task> --length N --seed S [--json] [key=value ...]``: one example.
+
+Prints the example as text with each answer span in [brackets], or as JSON with the keys
+tokens, text, answer_spans, answers and meta. Extra ``key=value`` arguments set task parameters.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+import yaml
+
+from tasks import TASKS, build_task
+from tasks.base import VOCAB
+
+
+def _parse_params(pairs: list[str]) -> dict:
+    params = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise SystemExit(f"task parameters are key=value, got {pair!r}")
+        key, value = pair.split("=", 1)
+        params[key] = yaml.safe_load(value)
+    return params
+
+
+def marked_text(example) -> str:
+    words = [VOCAB[t] for t in example.tokens]
+    for start, end in example.answer_spans:
+        words[start] = "[" + words[start]
+        words[end - 1] = words[end - 1] + "]"
+    return " ".join(words)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tasks.show", description=__doc__.splitlines()[0])
+    parser.add_argument("task", help=f"one of: {', '.join(sorted(TASKS))}")
+    parser.add_argument("--length", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("params", nargs="*", help="task parameters as key=value")
+    args = parser.parse_intermixed_args(argv)
+    try:
+        task = build_task(args.task, **_parse_params(args.params))
+        ex = task.generate(np.random.default_rng(args.seed), args.length)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"tokens": [int(t) for t in ex.tokens], "text": ex.text,
+                          "answer_spans": [list(s) for s in ex.answer_spans], "answers": ex.answers,
+                          "meta": ex.meta}, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o)))
+    else:
+        print(marked_text(ex))
+        print(f"\nanswers: {ex.answers}   meta: {ex.meta}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""Properties every task must have, the task sets, shared eval sets and ``tasks.show``."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from suite.config import CONF_DIR
+from suite.evalsets import eval_set, eval_set_hash
+from tasks import TASKS, build_task
+from tasks.base import decode, encode
+from tests.conftest import make_spec
+
+ROOT = Path(__file__).parent.parent
+ALL = sorted(TASKS)
+
+
+def test_the_catalogue_has_every_task_family():
+    assert set(ALL) >= {"copy", "reverse", "mqar", "niah_single", "niah_multikey", "niah_multivalue",
+                        "niah_multiquery", "vt", "cwe", "fwe", "qa", "rank"}
+
+
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("length", [32, 256, 4096])
+def test_every_task_has_exact_length_answers_at_the_end_and_scores_gold_as_one(name, length):
+    task = build_task(name)
+    ex = task.generate(np.random.default_rng(0), length)
+    assert len(ex.tokens) == length
+    assert ex.answer_spans and ex.answer_spans[-1][1] <= length
+    assert [decode(ex.tokens[s:e]) for s, e in ex.answer_spans] == ex.answers
+    scores = task.score(ex, list(ex.tokens))
+    assert scores["exact_match"] == 1.0 and all(v == 1.0 for v in scores.values())
+    wrong = list(ex.tokens)
+    s, e = ex.answer_spans[0]
+    wrong[s] = (wrong[s] + 1) % 300 or 1
+    assert task.score(ex, wrong)["exact_match"] < 1.0
+    assert encode(ex.text) == ex.tokens and decode(encode(ex.text)) == ex.text
+    assert isinstance(ex.meta.get("slices", {}), dict)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_task_is_deterministic_per_seed(name):
+    task = build_task(name)
+    a = task.generate(np.random.default_rng(5), 128)
+    assert a.tokens == task.generate(np.random.default_rng(5), 128).tokens
+    assert a.tokens != task.generate(np.random.default_rng(6), 128).tokens
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_task_has_a_yaml_whose_defaults_build(name):
+    path = CONF_DIR / "task" / f"{name}.yaml"
+    assert path.exists(), f"missing {path}"
+    spec = make_spec(f"task={name}")
+    assert spec.tasks[0].name == name
+
+
+@pytest.mark.parametrize("taskset,expected", [
+    ("core", ["copy", "mqar", "niah_single", "vt"]),
+    ("ruler", ["niah_single", "niah_multikey", "niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe", "qa"]),
+    ("all", ALL),
+])
+def test_task_sets(taskset, expected):
+    spec = make_spec(f"taskset={taskset}")
+    assert sorted(t.name for t in spec.tasks) == sorted(expected)
+    assert spec.taskset == taskset
+
+
+def test_taskset_parameter_overrides_reach_the_task():
+    spec = make_spec("taskset=core", "+taskset.params.mqar.n_queries=3")
+    assert dict(dict((t.name, t.params) for t in spec.tasks)["mqar"])["n_queries"] == 3
+
+
+def test_eval_sets_are_cached_by_hash_and_identical_to_fresh_generation(tmp_path):
+    task = build_task("niah_single")
+    a, ha = eval_set("niah_single", {}, task, 64, seed=3, n=5, cache_dir=tmp_path)
+    cached = list(tmp_path.glob("niah_single-64-*.json"))
+    assert len(cached) == 1 and ha in cached[0].name
+    b, hb = eval_set("niah_single", {}, task, 64, seed=3, n=5, cache_dir=tmp_path)
+    c, _ = eval_set("niah_single", {}, task, 64, seed=3, n=5, cache_dir=None)
+    assert ha == hb and [x.tokens for x in a] == [x.tokens for x in b] == [x.tokens for x in c]
+    assert [x.answer_spans for x in b] == [x.answer_spans for x in c]
+    assert eval_set_hash("niah_single", {}, 64, 4, 5) != ha and eval_set_hash("niah_single", {}, 128, 3, 5) != ha
+
+
+def test_show_prints_json_with_answers():
+    out = subprocess.run([sys.executable, "-m", "tasks.show", "mqar", "--length", "48", "--seed", "2", "--json"],
+                         capture_output=True, text=True, check=True, cwd=ROOT)
+    d = json.loads(out.stdout)
+    assert set(d) == {"tokens", "text", "answer_spans", "answers", "meta"}
+    assert len(d["tokens"]) == 48 and encode(d["text"]) == d["tokens"]
+    assert d["answers"] == [decode(d["tokens"][s:e]) for s, e in d["answer_spans"]]
+    text = subprocess.run([sys.executable, "-m", "tasks.show", "copy", "--length", "10"], capture_output=True,
+                          text=True, check=True, cwd=ROOT).stdout
+    assert "[" in text and "]" in text
