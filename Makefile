@@ -9,7 +9,7 @@ SWEEP  ?= default
 ARGS   ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install test sweep summary clean
+.PHONY: help install test sweep report summary clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -26,10 +26,12 @@ $(STAMP): pyproject.toml Makefile
 test: install ## run the test suite
 	$(BIN)/python -m pytest -q tests
 
-sweep: install ## run the default comparison on the CPU and print its table (ARGS=... for Hydra overrides)
-	$(BIN)/python -m suite.run -m hydra/launcher=joblib hydra.launcher.n_jobs=2 \
-		position=nope,sinusoidal,learned,rope,alibi,t5 sweep_name=$(SWEEP) $(ARGS)
-	$(MAKE) --no-print-directory summary SWEEP=$(SWEEP)
+sweep: install ## run a sweep (SWEEP=default|windows|hybrids|gpu), then its report
+	$(BIN)/python -m suite.run +sweep=$(SWEEP) $(ARGS)
+	$(MAKE) --no-print-directory report SWEEP=$(SWEEP)
+
+report: install ## build reports/<sweep>/ from results/<sweep>/: leaderboards, MRR, plots (SWEEP=...)
+	$(BIN)/python -m suite.report $(SWEEP)
 
 summary: install ## print exact match by scheme and eval length for SWEEP
 	$(BIN)/python -m suite.store results/$(SWEEP)

@@ -55,10 +55,16 @@ def gold_answers(name, ex):
         n = (len(ex.tokens) - 2) // 2
         assert ex.tokens[0] == BOS_ID and ex.tokens[n + 1] == SEP_ID
         return [(n + 2, 2 * n + 2)], [decode(ex.tokens[n:0:-1])]
-    ctx = ex.tokens.index(QUERY_ID)
+    if name == "mqar":  # '| k v k v ..': each value after a queried key is an answer
+        ctx = ex.tokens.index(SEP_ID)
+        tail = ex.tokens[ctx:]
+        queries = [(tail[i], [i + 1]) for i in range(1, len(tail), 2)]
+    else:
+        ctx = ex.tokens.index(QUERY_ID)
+        queries = queries_in(ex.tokens[ctx:])
     context, facts = ex.tokens[:ctx], facts_in(name, ex.tokens[:ctx])
     spans, answers = [], []
-    for key, positions in queries_in(ex.tokens[ctx:]):
+    for key, positions in queries:
         values = facts[key]
         assert context.count(key) == len(values)  # the key occurs only in its needles / pair
         if name == "niah_multivalue":
@@ -106,8 +112,8 @@ def test_formats_at_the_minimum_lengths():
     ex = build_task("niah_single").generate(rng, 8)
     assert ex.tokens[2] == ASSIGN_ID and ex.tokens[4:7] == [QUERY_ID, ex.tokens[1], ANSWER_ID]
     assert ex.tokens[7] == ex.tokens[3]
-    ex = build_task("mqar").generate(rng, 13)  # two pairs, both queried
-    assert ex.meta["n_pairs"] == 2 and ex.tokens[5] == QUERY_ID
+    ex = build_task("mqar", n_queries=2).generate(rng, 10)  # two pairs, both queried
+    assert ex.meta["n_pairs"] == 2 and ex.tokens[5] == SEP_ID and sorted(ex.tokens[6::2]) == sorted(ex.tokens[1:5:2])
     ex = build_task("niah_multivalue", n_values=3).generate(rng, 1 + 9 + 6)
     assert ex.tokens[1] == ex.tokens[4] == ex.tokens[7] == ex.tokens[11]
     assert ex.answers == [decode([t]) for t in ex.tokens[3:10:3]]
@@ -117,12 +123,12 @@ def test_formats_at_the_minimum_lengths():
 def test_mqar_fills_long_lengths_with_dots_between_pairs():
     ex = build_task("mqar").generate(np.random.default_rng(0), 4096)
     assert ex.meta["n_pairs"] == len(WORD_IDS) and ex.meta["slices"]["n_keys"] == "<=256"
-    assert ex.tokens.count(DOT_ID) == 4096 - 1 - 2 * len(WORD_IDS) - 8 == ex.meta["n_dots"]
+    assert ex.tokens.count(DOT_ID) == 4096 - 2 - 2 * len(WORD_IDS) - 12 == ex.meta["n_dots"]
     small = build_task("mqar", max_pairs=4, n_queries=3).generate(np.random.default_rng(0), 32)
-    assert small.meta["n_pairs"] == 4 and small.tokens.count(DOT_ID) == 32 - 1 - 8 - 12
-    assert len({k for k, _ in queries_in(small.tokens[small.tokens.index(QUERY_ID):])}) == 3
-    ex = build_task("mqar").generate(np.random.default_rng(0), 32)  # uncapped: 11 pairs, 1 dot
-    assert ex.meta["n_pairs"] == 11 and ex.meta["slices"]["n_keys"] == "<=16"
+    assert small.meta["n_pairs"] == 4 and small.tokens.count(DOT_ID) == 32 - 2 - 8 - 6
+    assert len(set(small.tokens[small.tokens.index(SEP_ID) + 1 :: 2])) == 3
+    ex = build_task("mqar").generate(np.random.default_rng(0), 32)  # uncapped: 9 pairs, no dot
+    assert ex.meta["n_pairs"] == 9 and ex.meta["n_dots"] == 0 and ex.meta["slices"]["n_keys"] == "<=16"
 
 
 def test_niah_depth_pinned_and_random():
@@ -168,7 +174,7 @@ def test_bad_parameters_name_the_parameter(name, params, match):
 
 
 @pytest.mark.parametrize("name, length", [
-    ("reverse", 3), ("mqar", 12), ("niah_single", 7), ("niah_multikey", 13),
+    ("reverse", 3), ("mqar", 25), ("niah_single", 7), ("niah_multikey", 13),
     ("niah_multivalue", 11), ("niah_multiquery", 14),
 ])
 def test_too_short_lengths_raise(name, length):

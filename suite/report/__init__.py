@@ -1,0 +1,1 @@
+"""Leaderboards from the results store: tables (pandas), plots (matplotlib), Markdown and HTML."""

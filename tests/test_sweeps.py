@@ -1,0 +1,62 @@
+"""Every sweep file composes into a multirun, and a sweep re-run trains nothing."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from suite import store
+from suite.config import CONF_DIR
+from suite.spec import build
+
+ROOT = Path(__file__).parent.parent
+SWEEPS = sorted(p.stem for p in (CONF_DIR / "sweep").glob("*.yaml"))
+
+
+def _sweep_cfg(name):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose("config", overrides=[f"+sweep={name}"], return_hydra_config=True)
+
+
+@pytest.mark.parametrize("name", SWEEPS)
+def test_every_sweep_is_a_multirun_whose_jobs_build(name):
+    cfg = _sweep_cfg(name)
+    assert str(cfg.hydra.mode) == "RunMode.MULTIRUN" and cfg.sweep_name == name
+    params = OmegaConf.to_container(cfg.hydra.sweeper.params)
+    archs = params["+arch"].split(",")
+    for arch in archs:  # every job of the sweep builds a valid spec
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            job = compose("config", overrides=[f"+sweep={name}", f"+arch={arch}"])
+        spec = build(job)
+        assert spec.taskset == "core"
+    assert len(params["seed"].split(",")) >= 2
+
+
+def test_default_sweep_compares_the_schemes_and_hybrids():
+    params = OmegaConf.to_container(_sweep_cfg("default").hydra.sweeper.params)
+    assert params["+arch"].split(",") == ["nope", "sinusoidal", "learned", "rope", "alibi", "t5", "command_a",
+                                          "rnope", "smollm3"]
+    assert _sweep_cfg("default").hydra.launcher.n_jobs == 2
+
+
+def test_gpu_sweep_uses_the_gpu_recipe_and_base_model():
+    cfg = _sweep_cfg("gpu")
+    assert cfg.train.name == "gpu" and cfg.model.name == "base" and cfg.train.seq_len >= 1024
+    assert max(cfg.eval.multiples) >= 16
+
+
+def test_a_finished_sweep_reruns_without_training(tmp_path):
+    args = [sys.executable, "-m", "suite.run", "+sweep=hybrids", "train.steps=2", "eval.n_examples=2",
+            "eval.multiples=[1]", "logger=none", f"results_dir={tmp_path}", f"hydra.sweep.dir={tmp_path}/h",
+            "+arch=rope,command_a", "seed=0"]
+    first = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert first.returncode == 0, first.stderr[-2000:]
+    files = {p: p.stat().st_mtime_ns for p in (tmp_path / "hybrids").glob("*.json")}
+    assert len(files) == 2
+    second = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert second.returncode == 0 and (second.stdout + second.stderr).count("skip ") == 2
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "hybrids").glob("*.json")} == files
+    assert store.load(tmp_path / "hybrids").run_id.nunique() == 2
