@@ -66,6 +66,7 @@ class PosBenchLM(nn.Module):
         distinct = list(dict.fromkeys((layer.position, layer.position_cfg) for layer in spec.layers))
         self.schemes = nn.ModuleList(SCHEMES[name](cfg, dims) for name, cfg in distinct)
         self.embed = nn.Embedding(spec.vocab_size, spec.d_model)
+        nn.init.normal_(self.embed.weight, std=0.02)  # GPT-2 scale: layer outputs matter from step one
         self.blocks = nn.ModuleList(
             Block(spec, distinct.index((layer.position, layer.position_cfg)), SPANS[layer.span](layer.span_cfg))
             for layer in spec.layers

@@ -82,8 +82,9 @@ def test_sinusoidal_table_matches_the_transformer_formula():
 def test_absolute_schemes_add_to_embeddings():
     dims = Dims(16, 2, 8, 32)
     x = torch.zeros(1, 5, 16)
-    out = SCHEMES["sinusoidal"](SCHEMES["sinusoidal"].Config(), dims).embed(x, torch.arange(5))
-    assert torch.allclose(out[0], sinusoidal_table(5, 16))
+    out = SCHEMES["sinusoidal"](SCHEMES["sinusoidal"].Config(rms=0.5), dims).embed(x, torch.arange(5))
+    assert torch.allclose(out[0], sinusoidal_table(5, 16) * 0.5 * math.sqrt(2))
+    assert out.pow(2).mean().sqrt().item() == pytest.approx(0.5, rel=1e-4)
 
 
 def test_learned_table_refuses_positions_past_its_end():

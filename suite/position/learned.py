@@ -31,6 +31,7 @@ class Learned(PositionScheme):
     def __init__(self, cfg, dims):
         super().__init__(cfg, dims)
         self.table = nn.Embedding(cfg.max_positions or dims.train_len, dims.d_model)
+        nn.init.normal_(self.table.weight, std=0.02)  # the token embeddings' scale
 
     def max_length(self):
         return self.table.num_embeddings
