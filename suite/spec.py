@@ -79,6 +79,7 @@ class TrainSpec:
     precision: str
     compile: bool
     fused_optimizer: bool
+    min_len: Optional[int] = None  # draw each training example's length from [min_len, seq_len]
 
 
 @dataclass(frozen=True)
@@ -229,6 +230,8 @@ def build(cfg: DictConfig | dict) -> RunSpec:
         _require(m.get("attention", "auto") in ATTENTION_IMPLS,
                  f"unknown model.attention {m.get('attention')!r}; valid: {', '.join(ATTENTION_IMPLS)}")
         _require(t["seq_len"] >= 8, f"train.seq_len={t['seq_len']}: must be >= 8")
+        _require(t.get("min_len") is None or 1 <= t["min_len"] <= t["seq_len"],
+                 f"train.min_len={t.get('min_len')}: must be in [1, train.seq_len={t['seq_len']}] (or null)")
         _require(t["precision"] in PRECISIONS, f"unknown train.precision {t['precision']!r}; valid: {', '.join(PRECISIONS)}")
         _require(t["loss_on"] in LOSS_ON, f"unknown train.loss_on {t['loss_on']!r}; valid: {', '.join(LOSS_ON)}")
         multiples = tuple(float(x) for x in e["multiples"])
@@ -257,7 +260,7 @@ def build(cfg: DictConfig | dict) -> RunSpec:
         warmup=t["warmup"], min_lr_ratio=float(t["min_lr_ratio"]), weight_decay=float(t["weight_decay"]),
         grad_clip=float(t["grad_clip"]), beta1=float(t["betas"][0]), beta2=float(t["betas"][1]),
         loss_on=t["loss_on"], device=t["device"], precision=t["precision"], compile=bool(t["compile"]),
-        fused_optimizer=bool(t["fused_optimizer"]),
+        fused_optimizer=bool(t["fused_optimizer"]), min_len=t.get("min_len"),
     )
     ev = EvalSpec(multiples=multiples, n_examples=e["n_examples"], batch_size=e["batch_size"], seed=e["seed"])
     return RunSpec(model=model, train=train, tasks=tasks, taskset=taskset, eval=ev, seed=int(cfg.seed), sweep=str(cfg.get("sweep_name", "dev")))

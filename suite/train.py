@@ -45,10 +45,23 @@ def collate(examples):
     return torch.from_numpy(tokens), torch.from_numpy(mask)
 
 
-def make_batch(tasks, rng: np.random.Generator, length: int, batch_size: int):
-    """A fresh batch of ``length``-token examples, an even mixture of ``tasks`` (a task or a list)."""
+def make_batch(tasks, rng: np.random.Generator, length: int, batch_size: int, min_length: Optional[int] = None):
+    """A fresh batch, an even mixture of ``tasks`` (a task or a list), padded to ``length``.
+
+    With ``min_length`` each example's length is drawn uniformly from [min_length, length], as in
+    Kazemnejad et al. 2023, so no answer sits at a fixed position; a task that cannot fit a drawn
+    length uses the full length.
+    """
     tasks = tasks if isinstance(tasks, (list, tuple)) else [tasks]
-    return collate([tasks[i % len(tasks)].generate(rng, length) for i in range(batch_size)])
+    examples = []
+    for i in range(batch_size):
+        task = tasks[i % len(tasks)]
+        n = length if min_length is None or min_length >= length else int(rng.integers(min_length, length + 1))
+        try:
+            examples.append(task.generate(rng, n))
+        except ValueError:
+            examples.append(task.generate(rng, length))
+    return collate(examples)
 
 
 def next_token_loss(logits, tokens, mask, reduction="mean"):
@@ -131,7 +144,7 @@ def train(
     loss_value, history, tokens_seen = float("nan"), [], 0
     for step in bar:
         rng = np.random.default_rng([spec.seed, step])
-        tokens, mask = make_batch(tasks, rng, t.seq_len, t.batch_size)
+        tokens, mask = make_batch(tasks, rng, t.seq_len, t.batch_size, t.min_len)
         tokens, mask = tokens.to(device), mask.to(device)
         if t.loss_on == "all":
             mask = tokens != PAD_ID

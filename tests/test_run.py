@@ -157,3 +157,21 @@ def test_rank_task_reports_reciprocal_rank_from_candidate_logliks(tmp_path):
     assert len(rows) == 2
     # four candidates, ties count against the gold: every reciprocal rank is 1, 1/2, 1/3 or 1/4
     assert all(0.25 <= r["value"] <= 1.0 for r in rows)
+
+
+def test_variable_length_batches_pad_after_the_answer_and_never_score_padding():
+    import numpy as np
+
+    from suite.train import make_batch
+    from tasks import build_task
+    from tasks.base import PAD_ID
+
+    tokens, mask = make_batch([build_task("copy"), build_task("niah_single")], np.random.default_rng(0), 32, 64,
+                              min_length=16)
+    lengths = (tokens != PAD_ID).sum(1)
+    assert tokens.shape == (64, 32) and lengths.min() >= 16 and lengths.max() == 32 and len(set(lengths.tolist())) > 8
+    assert not mask[tokens == PAD_ID].any()
+    for row, n in zip(tokens, lengths):  # padding only at the end, after the example
+        assert (row[n:] == PAD_ID).all() and (row[:n] != PAD_ID).all()
+    fixed, _ = make_batch(build_task("copy"), np.random.default_rng(0), 32, 8)
+    assert (fixed != PAD_ID).all()
