@@ -65,13 +65,25 @@ def run_id(spec: RunSpec) -> str:
 
 
 def execute(spec: RunSpec, *, results_dir="results", logger_cfg: dict | None = None, ckpt_every: int = 0,
-            log_every: int = 10, threads: int = 0, progress: bool = True) -> Path:
-    """Train, evaluate and store one run; returns its result file. Finished runs are skipped."""
+            log_every: int = 10, threads: int = 0, progress: bool = True) -> Path | None:
+    """Train, evaluate and store one run; returns its result file (None when another process is
+    training it now). Finished runs are skipped."""
     rid = run_id(spec)
     out = store.result_path(results_dir, spec.sweep, rid)
     if out.exists():
         log.info("skip %s: already stored at %s", rid, out)
         return out
+    with store.run_lock(results_dir, spec.sweep, rid) as mine:
+        if not mine:
+            log.info("skip %s: another process is training it", rid)
+            return None
+        if out.exists():  # finished while we waited for the lock
+            log.info("skip %s: already stored at %s", rid, out)
+            return out
+        return _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, threads, progress)
+
+
+def _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, threads, progress) -> Path:
     if threads > 0:
         torch.set_num_threads(threads)
     device = resolve_device(spec)

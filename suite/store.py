@@ -7,6 +7,8 @@ The store is the source of truth; W&B only mirrors it.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import tempfile
@@ -34,6 +36,27 @@ def result_path(results_dir: str | Path, sweep: str, run_id: str) -> Path:
 def work_dir(results_dir: str | Path, sweep: str, run_id: str) -> Path:
     """Where a run keeps its checkpoint and scratch files (not read by the report)."""
     return sweep_dir(results_dir, sweep) / "_work" / run_id
+
+
+@contextlib.contextmanager
+def run_lock(results_dir, sweep: str, run_id: str):
+    """Hold an exclusive lock on a run while it trains; yields False when another process holds it.
+
+    The lock is an ``flock`` on ``_work/<run_id>/lock``, so it is released when its holder exits
+    or dies, and two sweeps over the same results folder never train the same run at once.
+    """
+    path = work_dir(results_dir, sweep, run_id) / "lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def is_done(results_dir, sweep, run_id) -> bool:

@@ -175,3 +175,23 @@ def test_variable_length_batches_pad_after_the_answer_and_never_score_padding():
         assert (row[n:] == PAD_ID).all() and (row[:n] != PAD_ID).all()
     fixed, _ = make_batch(build_task("copy"), np.random.default_rng(0), 32, 8)
     assert (fixed != PAD_ID).all()
+
+
+def test_a_run_locked_by_another_process_is_not_trained_twice(tmp_path):
+    spec = make_spec(*QUICK, "position=nope", "sweep_name=lk")
+    from suite.run import run_id
+
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, sys, time, pathlib\n"
+        f"p = pathlib.Path({str(store.work_dir(tmp_path, 'lk', run_id(spec)))!r}); p.mkdir(parents=True)\n"
+        "fh = open(p / 'lock', 'a'); fcntl.flock(fh, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert execute(spec, results_dir=tmp_path, progress=False) is None
+        assert not store.result_path(tmp_path, "lk", run_id(spec)).exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    # the holder died: its lock went with it, and the run trains
+    assert execute(spec, results_dir=tmp_path, progress=False).exists()
