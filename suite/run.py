@@ -20,6 +20,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from suite import spec as spec_mod
 from suite import store
+from suite.diagnostics import diagnostic_rows
+from suite.evalsets import eval_set
 from suite.evaluate import evaluate
 from suite.model import PosBenchLM
 from suite.spec import RunSpec
@@ -83,6 +85,16 @@ def execute(spec: RunSpec, *, results_dir="results", logger_cfg: dict | None = N
         return _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, threads, progress)
 
 
+def diagnostic_examples(spec: RunSpec, tasks, results_dir) -> tuple[str, list]:
+    """(task name, examples) the diagnostics read: up to 32 eval examples at the training length,
+    from niah_single when the run has it (its needle gives the attention-mass segments)."""
+    names = [t.name for t, _ in tasks]
+    task_spec, task = tasks[names.index("niah_single")] if "niah_single" in names else tasks[0]
+    examples, _ = eval_set(task_spec.name, dict(task_spec.params), task, spec.train.seq_len, spec.eval.seed,
+                           spec.eval.n_examples, Path(results_dir) / "_evalsets")
+    return task_spec.name, examples[:32]
+
+
 def _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, threads, progress) -> Path:
     if threads > 0:
         torch.set_num_threads(threads)
@@ -97,10 +109,18 @@ def _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, 
         tasks = [(t, t.build()) for t in spec.tasks]
         work = store.work_dir(results_dir, spec.sweep, rid)
         work.mkdir(parents=True, exist_ok=True)
+        probe = diagnostic_examples(spec, tasks, results_dir) if spec.eval.diagnostics else None
+        diag_rows = diagnostic_rows(model, probe[1], "init") if probe else []
         result = train(model, spec, [task for _, task in tasks], ckpt_path=work / "ckpt.pt", ckpt_every=ckpt_every,
                        log=tracker.log, log_every=log_every, progress=progress)
         if result.status == "ok":
             rows = evaluate(model, spec, tasks, device, cache_dir=Path(results_dir) / "_evalsets")
+            if probe:
+                diag_rows += diagnostic_rows(model, probe[1], "trained")
+                rows += [{**r, "task": probe[0], "eval_len": spec.train.seq_len, "len_ratio": 1.0,
+                          "n": len(probe[1]), "status": "ok"} for r in diag_rows]
+                tracker.log({f"diag/{r['metric']}/{r['slice']}": r["value"] for r in diag_rows
+                             if r["metric"] in ("recency_gap", "logit_gap")})
         else:
             rows = [{"task": t.name, "eval_len": spec.train.seq_len, "len_ratio": 1.0, "slice": f"step={result.steps_done}",
                      "metric": "exact_match", "value": float("nan"), "n": 0, "status": result.status}

@@ -97,6 +97,7 @@ class EvalSpec:
     n_examples: int
     batch_size: int
     seed: int
+    diagnostics: bool = False  # recency, logit and attention-mass diagnostics at init and after training
 
 
 @dataclass(frozen=True)
@@ -262,5 +263,6 @@ def build(cfg: DictConfig | dict) -> RunSpec:
         loss_on=t["loss_on"], device=t["device"], precision=t["precision"], compile=bool(t["compile"]),
         fused_optimizer=bool(t["fused_optimizer"]), min_len=t.get("min_len"),
     )
-    ev = EvalSpec(multiples=multiples, n_examples=e["n_examples"], batch_size=e["batch_size"], seed=e["seed"])
+    ev = EvalSpec(multiples=multiples, n_examples=e["n_examples"], batch_size=e["batch_size"], seed=e["seed"],
+                  diagnostics=bool(e.get("diagnostics", False)))
     return RunSpec(model=model, train=train, tasks=tasks, taskset=taskset, eval=ev, seed=int(cfg.seed), sweep=str(cfg.get("sweep_name", "dev")))

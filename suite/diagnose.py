@@ -1,0 +1,66 @@
+"""``python -m suite.diagnose <overrides> [--stored]``: recency gaps per layer of a model.
+
+Builds the model a config describes, freshly initialized with its seed (or, with ``--stored``,
+the trained weights of that run from ``results/<sweep>/_work/<run_id>/model.pt``), runs the
+diagnostics on its evaluation examples at the training length and prints, per layer, the
+recency gap f(1) - f(L) of the hidden states at each site and of the attention logits.
+"""
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+
+import torch
+from hydra.errors import HydraException
+
+from suite import store
+from suite.config import compose_config
+from suite.diagnostics import SITES, diagnostic_rows
+from suite.model import PosBenchLM
+from suite.run import diagnostic_examples, run_id
+from suite.spec import SpecError, build
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    stored = "--stored" in argv
+    overrides = [a for a in argv if a != "--stored"]
+    try:
+        cfg = compose_config(overrides)
+        spec = build(cfg)
+    except (SpecError, HydraException) as err:
+        print(f"bad configuration: {err}", file=sys.stderr)
+        return 2
+    torch.manual_seed(spec.seed)
+    model = PosBenchLM(spec.model)
+    stage = "init"
+    if stored:
+        path = store.work_dir(cfg.results_dir, spec.sweep, run_id(spec)) / "model.pt"
+        if not path.exists():
+            print(f"no stored model at {path}: run it first (python -m suite.run {' '.join(overrides)})", file=sys.stderr)
+            return 1
+        model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        stage = "trained"
+    tasks = [(t, t.build()) for t in spec.tasks]
+    task_name, examples = diagnostic_examples(spec, tasks, cfg.results_dir)
+    rows = diagnostic_rows(model, examples, stage)
+    gaps = defaultdict(dict)
+    far = None
+    for r in rows:
+        if r["metric"] in ("recency_gap", "logit_gap"):
+            fields = dict(kv.split("=") for kv in r["slice"].split(","))
+            far = fields["far"]
+            gaps[int(fields["layer"])][fields.get("site", "logits")] = r["value"]
+    print(f"recency gap f(1) - f({far}) at {stage}, {len(examples)} {task_name} examples of {spec.train.seq_len} tokens")
+    columns = [*SITES, "logits"]
+    print(f"{'layer':>5} {'kind':<16}" + "".join(f"{c:>11}" for c in columns))
+    # 'masked': the far lag lies outside the layer's window, so it has no logit there
+    for i, layer in enumerate(spec.model.layers):
+        kind = f"{layer.position}/{layer.span}" + (f"{layer.span_size}" if layer.span_size else "")
+        cells = [f"{gaps[i][c]:>11.3f}" if gaps[i][c] == gaps[i][c] else f"{'masked':>11}" for c in columns]
+        print(f"{i:>5} {kind:<16}" + "".join(cells))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""Why schemes behave as they do: recency profiles, attention-logit profiles, attention mass.
+
+* Recency profile: the mean cosine similarity f(d) between hidden states at positions i and
+  i - d, per layer and per site (attention output, residual after attention, normalized input
+  of the MLP, MLP output, block output). Sliding-window layers plant a recency bias in the
+  residual stream (f falls with d); the recency gap is f(1) - f(L) for a stated far lag L. This
+  follows the analysis of how NoPE global layers in local/global hybrids still see position: the
+  local layers' averaging makes nearby states alike, normalization and MLPs carry it, and the
+  global layer's query/key projections turn it into a logit that falls with distance.
+* Logit profile: the mean pre-softmax attention logit at each distance, per layer and head.
+* Attention mass: the share of attention that answer-predicting queries put on the first token,
+  the needle, the rest of the context and the question (the segment analysis of long-context
+  RoPE/NoPE hybrid studies), and the attention entropy per layer.
+
+Everything here reads a model; nothing writes files.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+SITES = ("attn_out", "resid_mid", "mlp_in", "mlp_out", "resid_out")
+
+
+def lag_grid(length: int) -> list[int]:
+    """Lags 1, 2, 3, 4, 6, 8, 12, 16, 24, ... below ``length`` (roughly logarithmic)."""
+    lags, k = [], 0
+    while True:
+        for base in (1, 1.5):
+            lag = int(base * 2 ** k)
+            if lag >= length:
+                return sorted(set(lags))
+            lags.append(lag)
+        k += 1
+
+
+def cosine_profile(h: torch.Tensor, lags: Iterable[int]) -> torch.Tensor:
+    """Mean over batch and positions i >= d of cos(h[:, i], h[:, i - d]), for each lag d.
+
+    ``h`` is (B, T, C); returns a tensor of len(lags).
+    """
+    h = F.normalize(h.float(), dim=-1)
+    return torch.stack([(h[:, d:] * h[:, :-d]).sum(-1).mean() for d in lags])
+
+
+def recency_gap(profile: torch.Tensor, lags: list[int], far: int) -> float:
+    """f(1) - f(far): how much more alike neighbours are than states ``far`` apart."""
+    return float(profile[lags.index(1)] - profile[lags.index(far)])
+
+
+@torch.no_grad()
+def hidden_sites(model, tokens: torch.Tensor) -> dict[tuple[int, str], torch.Tensor]:
+    """Hidden states (B, T, C) at every layer and site of ``SITES``, captured with hooks."""
+    out: dict[tuple[int, str], torch.Tensor] = {}
+    handles = []
+    for i, block in enumerate(model.blocks):
+        def save(name, i=i):
+            return lambda module, args, result: out.__setitem__((i, name), result.detach())
+        handles += [
+            block.attn.register_forward_hook(save("attn_out")),
+            block.mlp_norm.register_forward_pre_hook(
+                lambda module, args, i=i: out.__setitem__((i, "resid_mid"), args[0].detach())),
+            block.mlp_norm.register_forward_hook(save("mlp_in")),
+            block.mlp.register_forward_hook(save("mlp_out")),
+            block.register_forward_hook(save("resid_out")),
+        ]
+    try:
+        model.eval()
+        model(tokens)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return out
+
+
+def recency_profiles(model, tokens: torch.Tensor, lags: list[int] | None = None) -> list[dict]:
+    """Rows ``{layer, site, lag, value}`` of the recency profile of every layer and site."""
+    lags = lags or lag_grid(tokens.shape[1])
+    rows = []
+    for (layer, site), h in sorted(hidden_sites(model, tokens).items()):
+        for lag, value in zip(lags, cosine_profile(h, lags).tolist()):
+            rows.append({"layer": layer, "site": site, "lag": lag, "value": value})
+    return rows
+
+
+def logit_profile(logits: torch.Tensor, max_distance: int | None = None) -> torch.Tensor:
+    """Mean finite pre-softmax logit at each distance d = i - j, per head: (H, D) from (B, H, T, T)."""
+    T = logits.shape[-1]
+    D = min(T, max_distance or T)
+    prof = torch.full((logits.shape[1], D), float("nan"))
+    for d in range(D):
+        diag = logits.diagonal(offset=-d, dim1=-2, dim2=-1)  # (B, H, T - d)
+        finite = torch.isfinite(diag)
+        count = finite.sum(dim=(0, 2))
+        total = torch.where(finite, diag, torch.zeros_like(diag)).sum(dim=(0, 2))
+        prof[:, d] = torch.where(count > 0, total / count.clamp(min=1), torch.full_like(total, float("nan")))
+    return prof
+
+
+def first_token_share(probs: torch.Tensor) -> torch.Tensor:
+    """Attention on key 0 at each query position, averaged over batch and heads: (T,)."""
+    return probs[..., 0].float().mean(dim=(0, 1))
+
+
+def entropy(probs: torch.Tensor) -> torch.Tensor:
+    """Attention entropy (nats) per query position, averaged over batch and heads: (T,)."""
+    p = probs.float()
+    return -(p * torch.log(p.clamp(min=1e-30))).sum(-1).mean(dim=(0, 1))
+
+
+def segment_masks(example, length: int) -> dict[str, np.ndarray]:
+    """Key segments of a retrieval example: the first token, the needle (``meta["needle_pos"]``,
+    three tokens ``key = value``), the question (from the last ``?`` or ``|`` before the first
+    answer) and the rest of the context."""
+    from tasks.base import QUERY_ID, SEP_ID
+
+    tokens, first_answer = example.tokens, example.answer_spans[0][0]
+    markers = [i for i in range(first_answer) if tokens[i] in (QUERY_ID, SEP_ID)]
+    first, needle, question = (np.zeros(length, dtype=bool) for _ in range(3))
+    first[0] = True
+    if "needle_pos" in example.meta:
+        needle[example.meta["needle_pos"] : example.meta["needle_pos"] + 3] = True
+    question[(markers[-1] if markers else first_answer):] = True
+    return {"first": first, "needle": needle, "context": ~(first | needle | question), "question": question}
+
+
+@torch.no_grad()
+def attention_probs(model, tokens: torch.Tensor) -> list[torch.Tensor]:
+    """Post-softmax attention per layer, (B, H, T, T), from the reference path's logits."""
+    return [torch.softmax(l.float(), dim=-1) for l in model.attention_logits(tokens)]
+
+
+@torch.no_grad()
+def attention_mass(model, examples) -> list[dict]:
+    """Rows ``{layer, segment, value}``: the share of attention that each answer-predicting
+    query puts on each segment, averaged over examples and heads, plus ``entropy`` per layer."""
+    from suite.train import collate
+
+    tokens, _ = collate(examples)
+    probs = attention_probs(model, tokens)
+    rows = []
+    T = tokens.shape[1]
+    for layer, p in enumerate(probs):  # (B, H, T, T)
+        sums: dict[str, list[float]] = {}
+        ents = []
+        for b, ex in enumerate(examples):
+            queries = [s - 1 for s, e in ex.answer_spans]
+            masks = segment_masks(ex, T)
+            for name, mask in masks.items():
+                share = p[b, :, queries][..., torch.from_numpy(mask)].sum(-1).mean().item()
+                sums.setdefault(name, []).append(share)
+            pq = p[b, :, queries]
+            ents.append(float(-(pq * torch.log(pq.clamp(min=1e-30))).sum(-1).mean()))
+        rows += [{"layer": layer, "segment": name, "value": float(np.mean(v))} for name, v in sums.items()]
+        rows.append({"layer": layer, "segment": "entropy", "value": float(np.mean(ents))})
+    return rows
+
+
+def uniform_window_average(x: torch.Tensor, window: int | None) -> torch.Tensor:
+    """Uniform causal attention over the last ``window`` positions (None: the whole prefix).
+
+    x (B, T, C) -> (B, T, C): the idealized local (or global) averaging layer of the analysis.
+    """
+    B, T, C = x.shape
+    i = torch.arange(T)
+    d = i[:, None] - i[None, :]
+    allowed = (d >= 0) if window is None else (d >= 0) & (d < window)
+    weights = allowed.float() / allowed.float().sum(-1, keepdim=True)
+    return weights @ x
+
+
+def expected_window_profile(lags: list[int], window: int) -> torch.Tensor:
+    """max(0, 1 - d / w): the cosine profile of window averages of i.i.d. vectors."""
+    return torch.tensor([max(0.0, 1.0 - d / window) for d in lags])
+
+
+
+def far_lag(lags: list[int], length: int) -> int:
+    """The stated far lag L of the recency gap: the largest grid lag at most half the length."""
+    return max(lag for lag in lags if lag <= max(1, length // 2))
+
+
+@torch.no_grad()
+def diagnostic_rows(model, examples, stage: str) -> list[dict]:
+    """Result rows (metric, slice, value) of every diagnostic on ``examples``, tagged ``at=stage``.
+
+    Metrics: ``recency_cos`` (slice ``at,layer,site,lag``), ``recency_gap`` (``at,layer,site``),
+    ``logit_profile`` (``at,layer,lag``, mean over heads), ``logit_gap`` (``at,layer``) and, when
+    the examples mark a needle, ``attn_mass`` (``at,layer,segment``; segment ``entropy`` holds
+    the attention entropy).
+    """
+    from suite.train import collate
+
+    tokens, _ = collate(examples)
+    T = tokens.shape[1]
+    lags = lag_grid(T)
+    far = far_lag(lags, T)
+    rows = []
+    by_site: dict[tuple[int, str], dict[int, float]] = {}
+    for r in recency_profiles(model, tokens, lags):
+        by_site.setdefault((r["layer"], r["site"]), {})[r["lag"]] = r["value"]
+        rows.append({"metric": "recency_cos", "value": r["value"],
+                     "slice": f"at={stage},layer={r['layer']},site={r['site']},lag={r['lag']}"})
+    for (layer, site), prof in sorted(by_site.items()):
+        rows.append({"metric": "recency_gap", "value": prof[1] - prof[far],
+                     "slice": f"at={stage},layer={layer},site={site},far={far}"})
+    for layer, logits in enumerate(model.attention_logits(tokens)):
+        prof = logit_profile(logits).nanmean(dim=0)  # mean over heads: (T,)
+        for lag in [0, *lags]:
+            rows.append({"metric": "logit_profile", "value": float(prof[lag]), "slice": f"at={stage},layer={layer},lag={lag}"})
+        rows.append({"metric": "logit_gap", "value": float(prof[1] - prof[far]), "slice": f"at={stage},layer={layer},far={far}"})
+    if all("needle_pos" in ex.meta for ex in examples):
+        for r in attention_mass(model, examples):
+            rows.append({"metric": "attn_mass", "value": r["value"],
+                         "slice": f"at={stage},layer={r['layer']},segment={r['segment']}"})
+    return rows
