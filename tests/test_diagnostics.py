@@ -78,3 +78,30 @@ def test_attention_mass_segments_sum_to_one():
         shares = {r["segment"]: r["value"] for r in rows if r["layer"] == layer}
         total = shares["first"] + shares["needle"] + shares["context"] + shares["question"]
         assert total == pytest.approx(1.0, abs=1e-5) and shares["entropy"] > 0
+
+
+def test_a_run_with_diagnostics_stores_init_and_trained_rows_and_the_report_shows_them(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from suite import store
+    from suite.report import render
+    from suite.run import execute
+
+    spec = make_spec("pattern=rope_in_swa", "pattern.window=4", "task=niah_single", "train.steps=5",
+                     "train.batch_size=4", "eval.n_examples=4", "eval.multiples=[1]", "eval.diagnostics=true",
+                     "logger=none", "sweep_name=dg")
+    execute(spec, results_dir=tmp_path, progress=False)
+    df = store.load(tmp_path / "dg")
+    gaps = df[df.metric == "recency_gap"]
+    assert {s.split(",")[0] for s in gaps.slice} == {"at=init", "at=trained"}
+    assert len(gaps) == 2 * 4 * len(dg.SITES)
+    mass = df[(df.metric == "attn_mass") & df.slice.str.contains("segment=needle")]
+    assert len(mass) == 2 * 4 and ((mass.value >= 0) & (mass.value <= 1)).all()
+    out = render.write(df, "dg", tmp_path / "rep")
+    assert "Recency gap" in (out / "index.md").read_text() and (out / "plots" / "recency.png").exists()
+    cli = subprocess.run([sys.executable, "-m", "suite.diagnose", "pattern=rope_in_swa", "pattern.window=4",
+                          "task=niah_single", f"results_dir={tmp_path}"], capture_output=True, text=True,
+                         cwd=Path(__file__).parent.parent)
+    assert cli.returncode == 0 and "recency gap f(1) - f(16) at init" in cli.stdout and "masked" in cli.stdout

@@ -40,6 +40,29 @@ def plot_task(board: pd.DataFrame, task: str) -> bytes:
     return buf.getvalue()
 
 
+def plot_recency(df: pd.DataFrame) -> bytes | None:
+    """Recency gap of the last layer's output against window size, per pattern, at init and trained."""
+    d = tables.diagnostics(df, "recency_gap")
+    if d.empty:
+        return None
+    d = d[(d.site == "resid_out") & (d.layer == d.layer.max())].copy()
+    d["window"] = d["window"].fillna(0).astype(int)
+    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=100)
+    for (pattern, at), g in d.groupby(["pattern", "at"]):
+        g = g.groupby("window").value.mean()
+        ax.plot(g.index, g.values, marker="o", ls="-" if at == "trained" else "--", label=f"{pattern} ({at})")
+    ax.set_xlabel("window (0: no window)")
+    ax.set_ylabel("recency gap f(1) - f(L)")
+    ax.set_title("last layer output: recency gap against window")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
 def provenance(df: pd.DataFrame) -> dict:
     runs = df.drop_duplicates("run_id")
     stamps = pd.to_datetime(runs.timestamp, errors="coerce", utc=True)
@@ -61,9 +84,14 @@ def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = THR
         "sweep": sweep, "board": board, "mrr": tables.mrr(board, tie), "tie": tie, "threshold": threshold,
         "tasks": sorted(board.task.unique()), "effective": tables.effective_length(board, threshold),
         "breakdowns": {c: tables.breakdown(df, c) for c in tables.varied(df)},
+        "recency": tables.recency_table(df), "recency_plot": plot_recency(df),
         "provenance": provenance(df),
     }
 
+
+RECENCY_TEXT = ("Mean cosine similarity of hidden states (block outputs) at lag 1 minus at the far lag L "
+                "(the largest grid lag at most half the training length), by layer, at initialization and "
+                "after training; mean over seeds. Rows: pattern and window (0: no window).")
 
 TIE_TEXT = {"min": "ties share the best rank of their group (1, 1, 3)",
             "average": "ties share the mean of the ranks they span (1.5, 1.5, 3)"}
@@ -83,6 +111,9 @@ def markdown(r: dict) -> str:
         out += [f"## {task}", "", tables.pivot(r["board"], task).to_markdown(), "",
                 f"![{task}](plots/{task}.png)", ""]
     out += ["## Effective length", "", r["effective"].to_markdown(), ""]
+    if not r["recency"].empty:
+        out += ["## Recency gap (diagnostics)", "", RECENCY_TEXT, "", r["recency"].to_markdown(floatfmt=".3f"), "",
+                "![recency](plots/recency.png)", ""]
     for column, t in r["breakdowns"].items():
         out += [f"## By {column}", "", t.to_markdown(floatfmt=".3f"), ""]
     out += ["## Provenance", ""] + [f"- {k}: {v}" for k, v in r["provenance"].items()] + [""]
@@ -102,6 +133,10 @@ def html_page(r: dict, plots: dict[str, bytes]) -> str:
         parts += [f"<h2>{esc(task)}</h2>", _table_html(tables.pivot(r["board"], task)),
                   f'<img alt="{esc(task)}" src="data:image/png;base64,{img}">']
     parts += ["<h2>Effective length</h2>", _table_html(r["effective"], floatfmt="{:.0f}")]
+    if not r["recency"].empty:
+        img = base64.b64encode(r["recency_plot"]).decode()
+        parts += ["<h2>Recency gap (diagnostics)</h2>", f"<p>{esc(RECENCY_TEXT)}</p>", _table_html(r["recency"]),
+                  f'<img alt="recency" src="data:image/png;base64,{img}">']
     for column, t in r["breakdowns"].items():
         parts += [f"<h2>By {esc(column)}</h2>", _table_html(t)]
     parts += ["<h2>Provenance</h2><ul>"] + [f"<li>{esc(k)}: {esc(str(v))}</li>" for k, v in r["provenance"].items()]
@@ -121,6 +156,8 @@ def write(df: pd.DataFrame, sweep: str, out_dir: Path, tie: str = "min", thresho
     plots = {task: plot_task(r["board"], task) for task in r["tasks"]}
     for task, png in plots.items():
         (out_dir / "plots" / f"{task}.png").write_bytes(png)
+    if r["recency_plot"] is not None:
+        (out_dir / "plots" / "recency.png").write_bytes(r["recency_plot"])
     r["board"][["scheme", "task", "eval_len", "mean", "std", "n"]].to_csv(out_dir / "leaderboard.csv", index=False)
     r["mrr"].to_csv(out_dir / "mrr.csv", index=False)
     (out_dir / "index.md").write_text(markdown(r))

@@ -107,3 +107,26 @@ def breakdown(df: pd.DataFrame, column: str) -> pd.DataFrame:
 def varied(df: pd.DataFrame) -> list[str]:
     """The breakdown columns that take more than one value in this sweep."""
     return [c for c in BREAKDOWN_COLUMNS if c in df and df[c].astype(str).nunique() > 1]
+
+
+def diagnostics(df: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Rows of a diagnostic metric with their slice fields (at, layer, site, lag, segment, far)
+    as columns, plus ``scheme``."""
+    d = df[(df.metric == metric) & (df.status == "ok")].copy()
+    if d.empty:
+        return d
+    fields = d.slice.str.split(",").map(lambda kvs: dict(kv.split("=", 1) for kv in kvs))
+    d = d.join(pd.DataFrame(fields.tolist(), index=d.index))
+    d["scheme"] = d.apply(scheme_label, axis=1)
+    d["layer"] = d["layer"].astype(int)
+    return d
+
+
+def recency_table(df: pd.DataFrame, site: str = "resid_out") -> pd.DataFrame:
+    """Recency gap f(1) - f(L) of ``site`` by pattern and window x (stage, layer), mean over seeds."""
+    d = diagnostics(df, "recency_gap")
+    if d.empty:
+        return d
+    d = d[d.site == site]
+    d["window"] = d["window"].fillna(0).astype(int)
+    return d.pivot_table(index=["pattern", "window"], columns=["at", "layer"], values="value", aggfunc="mean")
