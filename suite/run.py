@@ -111,8 +111,15 @@ def _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, 
         work.mkdir(parents=True, exist_ok=True)
         probe = diagnostic_examples(spec, tasks, results_dir) if spec.eval.diagnostics else None
         diag_rows = diagnostic_rows(model, probe[1], "init") if probe else []
+
+        def during_training(step: int) -> None:
+            every = spec.eval.diagnostics_every
+            if probe and every and step % every == 0 and step < spec.train.steps:
+                diag_rows.extend(diagnostic_rows(model, probe[1], f"step{step}"))
+                model.train()
+
         result = train(model, spec, [task for _, task in tasks], ckpt_path=work / "ckpt.pt", ckpt_every=ckpt_every,
-                       log=tracker.log, log_every=log_every, progress=progress)
+                       log=tracker.log, log_every=log_every, progress=progress, on_step=during_training)
         if result.status == "ok":
             rows = evaluate(model, spec, tasks, device, cache_dir=Path(results_dir) / "_evalsets")
             if probe:

@@ -98,6 +98,7 @@ class EvalSpec:
     batch_size: int
     seed: int
     diagnostics: bool = False  # recency, logit and attention-mass diagnostics at init and after training
+    diagnostics_every: int = 0  # also every N training steps (0: never)
 
 
 @dataclass(frozen=True)
@@ -110,22 +111,25 @@ class RunSpec:
     seed: int
     sweep: str = field(default="dev", compare=False)
 
-    def to_dict(self) -> dict:
+    def to_dict(self, drop_defaults: bool = False) -> dict:
+        """The spec as plain data; ``drop_defaults`` leaves out fields at their declared default."""
         def convert(obj):
             if dataclasses.is_dataclass(obj):
-                out = {f.name: convert(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-                return out
+                return {f.name: convert(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                        if not (drop_defaults and f.default is not dataclasses.MISSING and getattr(obj, f.name) == f.default)}
             if isinstance(obj, (list, tuple)):
                 return [convert(x) for x in obj]
             return obj
 
         d = convert(self)
-        d.pop("sweep")
+        d.pop("sweep", None)
         return d
 
     @property
     def run_id(self) -> str:
-        blob = json.dumps(self.to_dict(), sort_keys=True, default=str)
+        """Hash of the resolved spec. Fields at their declared defaults are left out, so adding an
+        option to the suite does not change the id of runs that do not use it."""
+        blob = json.dumps(self.to_dict(drop_defaults=True), sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -264,5 +268,5 @@ def build(cfg: DictConfig | dict) -> RunSpec:
         fused_optimizer=bool(t["fused_optimizer"]), min_len=t.get("min_len"),
     )
     ev = EvalSpec(multiples=multiples, n_examples=e["n_examples"], batch_size=e["batch_size"], seed=e["seed"],
-                  diagnostics=bool(e.get("diagnostics", False)))
+                  diagnostics=bool(e.get("diagnostics", False)), diagnostics_every=int(e.get("diagnostics_every", 0)))
     return RunSpec(model=model, train=train, tasks=tasks, taskset=taskset, eval=ev, seed=int(cfg.seed), sweep=str(cfg.get("sweep_name", "dev")))

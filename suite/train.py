@@ -127,6 +127,7 @@ def train(
     log: Optional[Callable[[dict, int], None]] = None,
     log_every: int = 10,
     progress: bool = True,
+    on_step: Optional[Callable[[int], None]] = None,
 ) -> TrainResult:
     t = spec.train
     device = resolve_device(spec)
@@ -170,6 +171,8 @@ def train(
             history.append({"step": step, **record})
             if log is not None:
                 log(record, step)
+        if on_step is not None:
+            on_step(step + 1)
         if ckpt_path is not None and ckpt_every and (step + 1) % ckpt_every == 0 and step + 1 < t.steps:
             save_checkpoint(ckpt_path, model, optimizer, step + 1)
     bar.close()

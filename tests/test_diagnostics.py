@@ -105,3 +105,14 @@ def test_a_run_with_diagnostics_stores_init_and_trained_rows_and_the_report_show
                           "task=niah_single", f"results_dir={tmp_path}"], capture_output=True, text=True,
                          cwd=Path(__file__).parent.parent)
     assert cli.returncode == 0 and "recency gap f(1) - f(16) at init" in cli.stdout and "masked" in cli.stdout
+
+
+def test_diagnostics_every_n_steps_adds_mid_training_rows(tmp_path):
+    from suite import store
+    from suite.run import execute
+
+    spec = make_spec("task=niah_single", "train.steps=6", "train.batch_size=4", "eval.n_examples=4",
+                     "eval.multiples=[1]", "eval.diagnostics=true", "eval.diagnostics_every=2", "logger=none")
+    df = store.load(execute(spec, results_dir=tmp_path, progress=False).parent)
+    stages = {s.split(",")[0] for s in df[df.metric == "recency_gap"].slice}
+    assert stages == {"at=init", "at=step2", "at=step4", "at=trained"}

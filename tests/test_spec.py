@@ -125,3 +125,12 @@ def test_inspect_table_and_bad_input_exit_code():
 def test_layer_table_matches_spec():
     spec = make_spec("pattern=llama4")
     assert layer_table(spec)[3]["log_scale"] is True and layer_table(spec)[0]["window"] == 16
+
+
+def test_run_id_leaves_out_options_at_their_defaults():
+    spec = make_spec("position=alibi")
+    compact = spec.to_dict(drop_defaults=True)
+    assert "min_len" not in compact["train"] and "diagnostics" not in compact["eval"]
+    assert "min_len" in spec.to_dict()["train"]
+    assert make_spec("position=alibi", "train.min_len=16").run_id != spec.run_id
+    assert make_spec("position=alibi", "eval.diagnostics=true").run_id != spec.run_id
