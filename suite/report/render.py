@@ -63,6 +63,42 @@ def plot_recency(df: pd.DataFrame) -> bytes | None:
     return buf.getvalue()
 
 
+def plot_profiles(df: pd.DataFrame) -> bytes | None:
+    """Recency profiles f(d) of each layer's output against lag, one panel per pattern and window
+    (trained: solid, init: dashed), mean over seeds."""
+    d = tables.diagnostics(df, "recency_cos")
+    if d.empty:
+        return None
+    d = d[d.site == "resid_out"].copy()
+    d["window"] = d["window"].fillna(0).astype(int)
+    d["lag"] = d["lag"].astype(int)
+    panels = sorted(d.groupby(["pattern", "window"]).groups)
+    cols = min(3, len(panels))
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 2.8 * rows), dpi=90, squeeze=False, sharey=True)
+    for ax, (pattern, window) in zip(axes.flat, panels):
+        g = d[(d.pattern == pattern) & (d.window == window)]
+        for (layer, at), h in g.groupby(["layer", "at"]):
+            if at not in ("init", "trained"):
+                continue
+            h = h.groupby("lag").value.mean()
+            ax.plot(h.index, h.values, ls="-" if at == "trained" else "--", color=f"C{layer}",
+                    label=f"layer {layer}" if at == "trained" else None)
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"{pattern} w={window}" if window else pattern, fontsize=9)
+        ax.grid(alpha=0.3)
+    for ax in axes.flat[len(panels):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    fig.supxlabel("lag d")
+    fig.supylabel("cos(h_i, h_{i-d})")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
 def provenance(df: pd.DataFrame) -> dict:
     runs = df.drop_duplicates("run_id")
     stamps = pd.to_datetime(runs.timestamp, errors="coerce", utc=True)
@@ -84,7 +120,7 @@ def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = THR
         "sweep": sweep, "board": board, "mrr": tables.mrr(board, tie), "tie": tie, "threshold": threshold,
         "tasks": sorted(board.task.unique()), "effective": tables.effective_length(board, threshold),
         "breakdowns": {c: tables.breakdown(df, c) for c in tables.varied(df)},
-        "recency": tables.recency_table(df), "recency_plot": plot_recency(df),
+        "recency": tables.recency_table(df), "recency_plot": plot_recency(df), "profile_plot": plot_profiles(df),
         "provenance": provenance(df),
     }
 
@@ -113,7 +149,7 @@ def markdown(r: dict) -> str:
     out += ["## Effective length", "", r["effective"].to_markdown(), ""]
     if not r["recency"].empty:
         out += ["## Recency gap (diagnostics)", "", RECENCY_TEXT, "", r["recency"].to_markdown(floatfmt=".3f"), "",
-                "![recency](plots/recency.png)", ""]
+                "![recency](plots/recency.png)", "", "![profiles](plots/profiles.png)", ""]
     for column, t in r["breakdowns"].items():
         out += [f"## By {column}", "", t.to_markdown(floatfmt=".3f"), ""]
     out += ["## Provenance", ""] + [f"- {k}: {v}" for k, v in r["provenance"].items()] + [""]
@@ -135,8 +171,10 @@ def html_page(r: dict, plots: dict[str, bytes]) -> str:
     parts += ["<h2>Effective length</h2>", _table_html(r["effective"], floatfmt="{:.0f}")]
     if not r["recency"].empty:
         img = base64.b64encode(r["recency_plot"]).decode()
+        prof = base64.b64encode(r["profile_plot"]).decode()
         parts += ["<h2>Recency gap (diagnostics)</h2>", f"<p>{esc(RECENCY_TEXT)}</p>", _table_html(r["recency"]),
-                  f'<img alt="recency" src="data:image/png;base64,{img}">']
+                  f'<img alt="recency" src="data:image/png;base64,{img}">',
+                  f'<img alt="profiles" src="data:image/png;base64,{prof}">']
     for column, t in r["breakdowns"].items():
         parts += [f"<h2>By {esc(column)}</h2>", _table_html(t)]
     parts += ["<h2>Provenance</h2><ul>"] + [f"<li>{esc(k)}: {esc(str(v))}</li>" for k, v in r["provenance"].items()]
@@ -158,6 +196,7 @@ def write(df: pd.DataFrame, sweep: str, out_dir: Path, tie: str = "min", thresho
         (out_dir / "plots" / f"{task}.png").write_bytes(png)
     if r["recency_plot"] is not None:
         (out_dir / "plots" / "recency.png").write_bytes(r["recency_plot"])
+        (out_dir / "plots" / "profiles.png").write_bytes(r["profile_plot"])
     r["board"][["scheme", "task", "eval_len", "mean", "std", "n"]].to_csv(out_dir / "leaderboard.csv", index=False)
     r["mrr"].to_csv(out_dir / "mrr.csv", index=False)
     (out_dir / "index.md").write_text(markdown(r))
