@@ -129,9 +129,11 @@ def _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, 
                 tracker.log({f"diag/{r['metric']}/{r['slice']}": r["value"] for r in diag_rows
                              if r["metric"] in ("recency_gap", "logit_gap")})
         else:
-            rows = [{"task": t.name, "eval_len": spec.train.seq_len, "len_ratio": 1.0, "slice": f"step={result.steps_done}",
-                     "metric": "exact_match", "value": float("nan"), "n": 0, "status": result.status}
-                    for t in spec.tasks]
+            # the cell stays on the leaderboard, marked diverged, with the step it happened at
+            rows = [{"task": t.name, "eval_len": spec.train.seq_len, "len_ratio": 1.0, "slice": "all",
+                     "metric": metric, "value": value, "n": 0, "status": result.status}
+                    for t in spec.tasks
+                    for metric, value in (("exact_match", float("nan")), ("diverged_at_step", result.steps_done))]
         wall = time.perf_counter() - t0
         stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
         rows = [{**row, "wall_s": round(wall, 2), "timestamp": stamp} for row in rows]

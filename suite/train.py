@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -132,10 +133,20 @@ def train(
     t = spec.train
     device = resolve_device(spec)
     model.to(device).train()
+    initial = {k: v.clone() for k, v in model.state_dict().items()}  # restored if a checkpoint is bad
     optimizer = build_optimizer(model, spec, device)
     start = 0
     if ckpt_path is not None and ckpt_path.exists():
-        start = load_checkpoint(ckpt_path, model, optimizer)
+        try:
+            start = load_checkpoint(ckpt_path, model, optimizer)
+        except Exception as err:  # noqa: BLE001 - any unreadable checkpoint means: start over
+            first_line = (str(err).splitlines() or [""])[0]
+            warnings.warn(f"checkpoint {ckpt_path} could not be loaded ({type(err).__name__}: {first_line}); "
+                          "training this run from scratch", stacklevel=2)
+            ckpt_path.unlink(missing_ok=True)
+            model.load_state_dict(initial)
+            optimizer = build_optimizer(model, spec, device)
+            start = 0
     step_fn = torch.compile(model) if t.compile else model
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=t.precision == "bf16")
 

@@ -1,0 +1,163 @@
+"""Faults: killed runs, bad checkpoints, divergence, W&B failures."""
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from suite import store
+from suite.model import PosBenchLM
+from suite.report import tables
+from suite.run import execute, run_id
+from suite.train import train
+from tests.conftest import make_spec
+
+ROOT = Path(__file__).parent.parent
+SMALL = ["train.batch_size=8", "train.seq_len=16", "eval.n_examples=6", "eval.batch_size=3", "eval.multiples=[1,2]",
+         "model.n_layers=2", "model.d_model=32", "logger=none", "position=alibi"]
+
+
+def _values(path):
+    return {(r["task"], r["eval_len"], r["metric"], r["slice"]): r["value"] for r in store.read_run(path)["rows"]}
+
+
+def test_sigkill_mid_run_then_rerun_resumes_and_matches_an_uninterrupted_run(tmp_path):
+    args = [*SMALL, "train.steps=400", "ckpt_every=20", "sweep_name=k"]
+    spec = make_spec(*args)
+    ckpt = store.work_dir(tmp_path / "a", "k", run_id(spec)) / "ckpt.pt"
+    proc = subprocess.Popen([sys.executable, "-m", "suite.run", *args, f"results_dir={tmp_path / 'a'}",
+                             f"hydra.run.dir={tmp_path}/h1"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not ckpt.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    step = torch.load(ckpt, weights_only=True)["step"]
+    assert 0 < step < 400 and not list((tmp_path / "a" / "k").glob("*.json"))  # killed: no result file
+    resumed = execute(spec, results_dir=tmp_path / "a", progress=False, ckpt_every=20)
+    assert store.read_run(resumed)["run"]["resumed_from"] >= step
+    straight = execute(spec, results_dir=tmp_path / "b", progress=False, ckpt_every=20)
+    assert _values(resumed) == _values(straight)  # bit for bit on the CPU
+    assert len(list((tmp_path / "a" / "k").glob("*.json"))) == 1
+
+
+def test_unreadable_checkpoint_is_reported_and_the_run_restarts_from_scratch(tmp_path):
+    spec = make_spec(*SMALL, "train.steps=10")
+    task = spec.tasks[0].build()
+    ckpt = tmp_path / "ckpt.pt"
+    ckpt.write_bytes(b"not a checkpoint")
+    torch.manual_seed(0)
+    model = PosBenchLM(spec.model)
+    with pytest.warns(UserWarning, match="(?s)could not be loaded.*from scratch"):
+        result = train(model, spec, task, ckpt_path=ckpt, ckpt_every=0, progress=False)
+    torch.manual_seed(0)
+    clean = PosBenchLM(spec.model)
+    train(clean, spec, task, progress=False)
+    assert result.resumed_from == 0 and result.status == "ok"
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), clean.state_dict().values()))
+
+
+def test_a_non_finite_loss_stops_the_run_as_diverged_and_the_leaderboard_says_so(tmp_path, monkeypatch):
+    import suite.train as train_mod
+
+    real = train_mod.next_token_loss
+    calls = {"n": 0}
+
+    def exploding(*args, **kwargs):
+        loss = real(*args, **kwargs)
+        calls["n"] += 1
+        return loss * float("nan") if calls["n"] == 4 else loss
+
+    monkeypatch.setattr(train_mod, "next_token_loss", exploding)
+    path = execute(make_spec(*SMALL, "train.steps=10", "sweep_name=dv"), results_dir=tmp_path, progress=False)
+    rows = store.read_run(path)["rows"]
+    assert {r["status"] for r in rows} == {"diverged"}
+    by_metric = {r["metric"]: r["value"] for r in rows}
+    assert math.isnan(by_metric["exact_match"]) and by_metric["diverged_at_step"] == 3
+    board = tables.leaderboard(store.load(tmp_path / "dv"))
+    assert board.status.tolist() == ["diverged"] and "diverged" in tables.pivot(board, "copy").to_string()
+
+
+def test_wandb_failures_warn_once_and_results_are_still_written(tmp_path, monkeypatch):
+    import wandb
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("wandb is down")
+
+    monkeypatch.setattr(wandb, "init", broken)
+    with pytest.warns(UserWarning, match="W&B logging disabled.*wandb is down") as caught:
+        path = execute(make_spec(*SMALL, "train.steps=5", "logger=wandb"), results_dir=tmp_path, progress=False,
+                       logger_cfg={"name": "wandb", "mode": "offline"})
+    assert len([w for w in caught if "W&B" in str(w.message)]) == 1
+    assert path.exists() and store.read_run(path)["rows"]
+
+
+def test_wandb_log_errors_mid_run_are_not_fatal(tmp_path, monkeypatch):
+    from suite.tracking import Tracker
+
+    class Run:
+        def log(self, *a, **k):
+            raise OSError("disk full")
+
+        def finish(self):
+            pass
+
+    tracker = Tracker({"name": "none"}, name="x", group="g", config={}, tags=[])
+    tracker.run = Run()
+    with pytest.warns(UserWarning, match="disk full"):
+        tracker.log({"a": 1}, 0)
+    tracker.log({"a": 2}, 1)  # disabled after the first failure: no second warning, no error
+    assert tracker.run is None
+
+
+def test_killed_sweep_skips_finished_runs_resumes_the_interrupted_one_and_matches(tmp_path):
+    base = [*[a for a in SMALL if not a.startswith("position=")], "train.steps=300", "ckpt_every=25", "sweep_name=ks"]
+    multirun = [sys.executable, "-m", "suite.run", "-m", *base, "position=nope,alibi,t5"]
+    specs = [make_spec(*base, f"position={p}") for p in ("nope", "alibi", "t5")]
+    second_ckpt = store.work_dir(tmp_path / "a", "ks", run_id(specs[1])) / "ckpt.pt"
+    proc = subprocess.Popen([*multirun, f"results_dir={tmp_path / 'a'}", f"hydra.sweep.dir={tmp_path}/h1"], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while not second_ckpt.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the sweep ended before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)  # mid-way through the second run
+    proc.wait()
+    first = store.result_path(tmp_path / "a", "ks", run_id(specs[0]))
+    assert first.exists() and not store.result_path(tmp_path / "a", "ks", run_id(specs[1])).exists()
+    killed_at = torch.load(second_ckpt, weights_only=True)["step"]
+    mtime = first.stat().st_mtime_ns
+
+    again = subprocess.run([*multirun, f"results_dir={tmp_path / 'a'}", f"hydra.sweep.dir={tmp_path}/h2"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert first.stat().st_mtime_ns == mtime  # the finished run was skipped, not retrained
+    resumed = store.read_run(store.result_path(tmp_path / "a", "ks", run_id(specs[1])))
+    assert resumed["run"]["resumed_from"] == killed_at > 0
+    files = sorted(p.name for p in (tmp_path / "a" / "ks").glob("*.json"))
+    assert files == sorted(f"{run_id(s)}.json" for s in specs)  # exactly one file per run
+
+    clean = subprocess.run([*multirun, f"results_dir={tmp_path / 'b'}", f"hydra.sweep.dir={tmp_path}/h3"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=600)
+    assert clean.returncode == 0
+    for s in specs:  # identical metrics, bit for bit, to an uninterrupted sweep
+        assert _values(store.result_path(tmp_path / "a", "ks", run_id(s))) == \
+            _values(store.result_path(tmp_path / "b", "ks", run_id(s)))
+    print(f"killed at step {killed_at} of run 2/3; resumed; metrics equal")
+
+
+def test_a_bad_job_anywhere_in_a_sweep_stops_it_before_any_training(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "suite.run", "-m", *SMALL, "train.steps=2", "span=swa",
+                          "span.window=4,8,0", f"results_dir={tmp_path}", f"hydra.sweep.dir={tmp_path}/h"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    text = out.stdout + out.stderr
+    assert out.returncode == 2 and "span.window=0" in text and "window=0: must be a positive" in text
+    assert not list(tmp_path.rglob("*.json"))  # the two good jobs never trained
