@@ -133,9 +133,13 @@ def test_store_skips_foreign_and_truncated_files(tmp_path):
     path = execute(make_spec(*QUICK, "position=nope", "sweep_name=s"), results_dir=tmp_path, progress=False)
     (tmp_path / "s" / "foreign.json").write_text(json.dumps({"hello": 1}))
     (tmp_path / "s" / "truncated.json").write_text(path.read_text()[:100])
-    with pytest.warns(UserWarning, match="foreign.json"):
+    (tmp_path / "s" / "empty.json").write_text("")
+    (tmp_path / "s" / "copy-of-run.json").write_text(path.read_text())  # the same run twice
+    with pytest.warns(UserWarning) as caught:
         df = store.load(tmp_path / "s")
-    assert df.run_id.nunique() == 1
+    named = " ".join(str(w.message) for w in caught)
+    assert all(name in named for name in ("foreign.json", "truncated.json", "empty.json", "duplicate run"))
+    assert df.run_id.nunique() == 1 and len(df) == len(store.read_run(path)["rows"])  # counted once
 
 
 def test_taskset_run_scores_each_task_with_slices_ranks_and_eval_set_hashes(tmp_path):
