@@ -58,6 +58,30 @@ def float_mask(bias: Optional[torch.Tensor], allowed: torch.Tensor, dtype) -> to
     return add.unsqueeze(0) if add.dim() == 3 else add[None, None]
 
 
+BLOCK = 128  # queries per block on the blockwise path
+
+
+def blockwise_attention(q, k, v, scheme: PositionScheme, span: Span, pos: torch.Tensor, block: int = BLOCK):
+    """Attention for spans with a bounded reach (sliding window, chunks), one block of queries
+    at a time against only the keys that block can see: O(T * (block + reach)) memory, no T x T
+    tensor. The bias comes from the scheme for each block; a learned bias (T5) keeps its gradient.
+    """
+    T, reach = q.shape[-2], span.reach
+    outs = []
+    for qs in range(0, T, block):
+        qe = min(T, qs + block)
+        ks = max(0, qs - reach + 1)
+        pq, pk = pos[qs:qe], pos[ks:qe]
+        allowed = span.allowed(pq, pk)  # (Bq, Bk)
+        bias = scheme.bias(pq, pk)  # (H, Bq, Bk) or None
+        qb, kb, vb = q[..., qs:qe, :], k[..., ks:qe, :], v[..., ks:qe, :]
+        if bias is not None and bias.requires_grad:
+            outs.append(reference_attention(qb, kb, vb, bias, allowed)[0])
+        else:
+            outs.append(F.scaled_dot_product_attention(qb, kb, vb, attn_mask=float_mask(bias, allowed, q.dtype)))
+    return torch.cat(outs, dim=-2)
+
+
 def flex_attention_path(q, k, v, scheme: PositionScheme, span: Span, ctx: Context):
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
@@ -98,6 +122,8 @@ class Attention(nn.Module):
     def _attend(self, q, k, v, scheme, span, ctx):
         pos = ctx.pos
         impl = choose_impl(ctx.impl, q.device)
+        if impl == "sdpa" and not ctx.want_logits and span.reach is not None and q.shape[-2] > 2 * BLOCK:
+            return blockwise_attention(q, k, v, scheme, span, pos)  # never builds a T x T tensor
         bias = ctx.cached(("bias", id(scheme)), lambda: scheme.bias(pos, pos))  # (H, T, T) or None
         learned_bias = bias is not None and bias.requires_grad
         if impl == "reference" or ctx.want_logits or (impl == "sdpa" and learned_bias):
