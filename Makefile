@@ -9,7 +9,7 @@ SWEEP  ?= default
 ARGS   ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install test sweep report summary clean
+.PHONY: help install test sweep report bench summary clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -32,6 +32,10 @@ sweep: install ## run a sweep (SWEEP=default|windows|hybrids|gpu), then its repo
 
 report: install ## build reports/<sweep>/ from results/<sweep>/: leaderboards, MRR, plots (SWEEP=...)
 	$(BIN)/python -m suite.report $(SWEEP)
+
+bench: install ## measure speed and memory side by side; writes reports/perf/ (installs the hf extra)
+	$(BIN)/pip install -q -e ".[hf]"
+	$(BIN)/python -m suite.bench
 
 summary: install ## print exact match by scheme and eval length for SWEEP
 	$(BIN)/python -m suite.store results/$(SWEEP)

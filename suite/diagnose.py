@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     gaps = defaultdict(dict)
     far = None
     for r in rows:
-        if r["metric"] in ("recency_gap", "logit_gap"):
+        if r["metric"] == "recency_gap" or (r["metric"] == "logit_gap" and "head=mean" in r["slice"]):
             fields = dict(kv.split("=") for kv in r["slice"].split(","))
             far = fields["far"]
             gaps[int(fields["layer"])][fields.get("site", "logits")] = r["value"]

@@ -189,7 +189,8 @@ def diagnostic_rows(model, examples, stage: str) -> list[dict]:
     """Result rows (metric, slice, value) of every diagnostic on ``examples``, tagged ``at=stage``.
 
     Metrics: ``recency_cos`` (slice ``at,layer,site,lag``), ``recency_gap`` (``at,layer,site``),
-    ``logit_profile`` (``at,layer,lag``, mean over heads), ``logit_gap`` (``at,layer``) and, when
+    ``logit_profile`` (``at,layer,head,lag``; head ``mean`` averages the heads), ``logit_gap``
+    (``at,layer,head``) and, when
     the examples mark a needle, ``attn_mass`` (``at,layer,segment``; segment ``entropy`` holds
     the attention entropy).
     """
@@ -209,10 +210,14 @@ def diagnostic_rows(model, examples, stage: str) -> list[dict]:
         rows.append({"metric": "recency_gap", "value": prof[1] - prof[far],
                      "slice": f"at={stage},layer={layer},site={site},far={far}"})
     for layer, logits in enumerate(model.attention_logits(tokens)):
-        prof = logit_profile(logits).nanmean(dim=0)  # mean over heads: (T,)
-        for lag in [0, *lags]:
-            rows.append({"metric": "logit_profile", "value": float(prof[lag]), "slice": f"at={stage},layer={layer},lag={lag}"})
-        rows.append({"metric": "logit_gap", "value": float(prof[1] - prof[far]), "slice": f"at={stage},layer={layer},far={far}"})
+        per_head = logit_profile(logits)  # (H, T)
+        profiles = [(str(h), per_head[h]) for h in range(per_head.shape[0])] + [("mean", per_head.nanmean(dim=0))]
+        for head, prof in profiles:
+            for lag in [0, *lags]:
+                rows.append({"metric": "logit_profile", "value": float(prof[lag]),
+                             "slice": f"at={stage},layer={layer},head={head},lag={lag}"})
+            rows.append({"metric": "logit_gap", "value": float(prof[1] - prof[far]),
+                         "slice": f"at={stage},layer={layer},head={head},far={far}"})
     if all("needle_pos" in ex.meta for ex in examples):
         for r in attention_mass(model, examples):
             rows.append({"metric": "attn_mass", "value": r["value"],
