@@ -19,6 +19,15 @@ from suite.report import tables  # noqa: E402
 THRESHOLD = 0.8
 
 
+def _png(fig) -> bytes:
+    """The figure as PNG bytes; the figure is closed."""
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
 def plot_task(board: pd.DataFrame, task: str) -> bytes:
     """Accuracy against eval length for one task, one line per scheme (mean ± std over seeds)."""
     b = board[board.task == task]
@@ -33,11 +42,7 @@ def plot_task(board: pd.DataFrame, task: str) -> bytes:
     ax.set_title(task)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
+    return _png(fig)
 
 
 def plot_recency(df: pd.DataFrame) -> bytes | None:
@@ -56,11 +61,7 @@ def plot_recency(df: pd.DataFrame) -> bytes | None:
     ax.set_title("last layer output: recency gap against window")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
+    return _png(fig)
 
 
 def plot_profiles(df: pd.DataFrame) -> bytes | None:
@@ -92,11 +93,7 @@ def plot_profiles(df: pd.DataFrame) -> bytes | None:
     axes.flat[0].legend(fontsize=7)
     fig.supxlabel("lag d")
     fig.supylabel("cos(h_i, h_{i-d})")
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
+    return _png(fig)
 
 
 def provenance(df: pd.DataFrame) -> dict:
