@@ -133,10 +133,10 @@ def train(
     t = spec.train
     device = resolve_device(spec)
     model.to(device).train()
-    initial = {k: v.clone() for k, v in model.state_dict().items()}  # restored if a checkpoint is bad
     optimizer = build_optimizer(model, spec, device)
     start = 0
     if ckpt_path is not None and ckpt_path.exists():
+        initial = {k: v.clone() for k, v in model.state_dict().items()}  # restored if the checkpoint is bad
         try:
             start = load_checkpoint(ckpt_path, model, optimizer)
         except Exception as err:  # noqa: BLE001 - any unreadable checkpoint means: start over
