@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 	$(BIN)/pip install "$(TORCH)"
-	$(BIN)/pip install -e ".[test]"
+	$(BIN)/pip install -e ".[test,hf]"
 	touch $(STAMP)
 
 test: install ## run the test suite
@@ -30,11 +30,10 @@ sweep: install ## run a sweep (SWEEP=default|windows|hybrids|gpu), then its repo
 	$(BIN)/python -m suite.run +sweep=$(SWEEP) $(ARGS)
 	$(MAKE) --no-print-directory report SWEEP=$(SWEEP)
 
-report: install ## build reports/<sweep>/ from results/<sweep>/: leaderboards, MRR, plots (SWEEP=...)
-	$(BIN)/python -m suite.report $(SWEEP)
+report: install ## build reports/<sweep>/ from results/<sweep>/: leaderboards, MRR, plots (SWEEP=..., WANDB=offline|online)
+	$(BIN)/python -m suite.report $(SWEEP) $(if $(WANDB),--wandb $(WANDB))
 
-bench: install ## measure speed and memory side by side; writes reports/perf/ (installs the hf extra)
-	$(BIN)/pip install -q -e ".[hf]"
+bench: install ## measure speed and memory side by side; writes reports/perf/
 	$(BIN)/python -m suite.bench
 
 summary: install ## print exact match by scheme and eval length for SWEEP

@@ -18,6 +18,7 @@ import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from suite import distributed
 from suite import spec as spec_mod
 from suite import store
 from suite.diagnostics import diagnostic_rows
@@ -72,6 +73,8 @@ def execute(spec: RunSpec, *, results_dir="results", logger_cfg: dict | None = N
     training it now). Finished runs are skipped."""
     rid = run_id(spec)
     out = store.result_path(results_dir, spec.sweep, rid)
+    if distributed.active():
+        return _execute_distributed(spec, rid, out, results_dir, logger_cfg, ckpt_every, log_every, threads, progress)
     if out.exists():
         log.info("skip %s: already stored at %s", rid, out)
         return out
@@ -82,6 +85,25 @@ def execute(spec: RunSpec, *, results_dir="results", logger_cfg: dict | None = N
         if out.exists():  # finished while we waited for the lock
             log.info("skip %s: already stored at %s", rid, out)
             return out
+        return _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, threads, progress)
+
+
+def _execute_distributed(spec, rid, out, results_dir, logger_cfg, ckpt_every, log_every, threads, progress):
+    """Under torchrun: rank 0 checks the store and holds the run's lock; every rank trains."""
+    if not distributed.is_main():
+        if distributed.agree(None):
+            _train_and_store(spec, rid, results_dir, None, ckpt_every, log_every, threads, False)
+        return None
+    if out.exists():
+        log.info("skip %s: already stored at %s", rid, out)
+        distributed.agree(False)
+        return out
+    with store.run_lock(results_dir, spec.sweep, rid) as mine:
+        go = mine and not out.exists()
+        distributed.agree(go)
+        if not go:
+            log.info("skip %s: stored or being trained by another process", rid)
+            return out if out.exists() else None
         return _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, threads, progress)
 
 
@@ -100,7 +122,8 @@ def _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, 
         torch.set_num_threads(threads)
     device = resolve_device(spec)
     columns = run_columns(spec)
-    tracker = Tracker(logger_cfg or {"name": "none"}, name=rid, group=spec.sweep, config=spec.to_dict(),
+    main_rank = distributed.is_main()
+    tracker = Tracker((logger_cfg if main_rank else None) or {"name": "none"}, name=rid, group=spec.sweep, config=spec.to_dict(),
                       tags=[columns["positions"], columns["spans"], spec.model.pattern, spec.taskset])
     try:
         t0 = time.perf_counter()
@@ -109,7 +132,7 @@ def _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, 
         tasks = [(t, t.build()) for t in spec.tasks]
         work = store.work_dir(results_dir, spec.sweep, rid)
         work.mkdir(parents=True, exist_ok=True)
-        probe = diagnostic_examples(spec, tasks, results_dir) if spec.eval.diagnostics else None
+        probe = diagnostic_examples(spec, tasks, results_dir) if spec.eval.diagnostics and main_rank else None
         diag_rows = diagnostic_rows(model, probe[1], "init") if probe else []
 
         def during_training(step: int) -> None:
@@ -120,6 +143,8 @@ def _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, 
 
         result = train(model, spec, [task for _, task in tasks], ckpt_path=work / "ckpt.pt", ckpt_every=ckpt_every,
                        log=tracker.log, log_every=log_every, progress=progress, on_step=during_training)
+        if not main_rank:  # rank 0 evaluates and writes; the others only helped train
+            return None
         if result.status == "ok":
             rows = evaluate(model, spec, tasks, device, cache_dir=Path(results_dir) / "_evalsets")
             if probe:
@@ -140,7 +165,8 @@ def _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, 
         tracker.log_rows(rows)
         torch.save(model.state_dict(), work / "model.pt")
         meta = {**columns, "wall_s": round(wall, 2), "timestamp": stamp, "train_status": result.status,
-                "resumed_from": result.resumed_from, "spec": spec.to_dict()}
+                "resumed_from": result.resumed_from, "final_loss": result.final_loss,
+                "processes": distributed.world_size() if distributed.active() else 1, "spec": spec.to_dict()}
         path = store.write_run(results_dir, spec.sweep, rid, meta, rows)
         (work / "ckpt.pt").unlink(missing_ok=True)
         log.info("%s: %s in %.1fs -> %s", rid, result.status, wall, path)
@@ -157,8 +183,13 @@ def main(cfg: DictConfig) -> None:
         log.error("bad configuration: %s", err)
         sys.exit(2)
     logger_cfg = OmegaConf.to_container(cfg.logger, resolve=True)
-    execute(spec, results_dir=cfg.results_dir, logger_cfg=logger_cfg, ckpt_every=cfg.ckpt_every,
-            log_every=cfg.log_every, threads=cfg.get("threads", 0), progress=sys.stderr.isatty())
+    distributed.init(resolve_device(spec))
+    try:
+        execute(spec, results_dir=cfg.results_dir, logger_cfg=logger_cfg, ckpt_every=cfg.ckpt_every,
+                log_every=cfg.log_every, threads=cfg.get("threads", 0),
+                progress=sys.stderr.isatty() and distributed.is_main())
+    finally:
+        distributed.shutdown()
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from suite import distributed
 from suite.spec import RunSpec
 from tasks.base import PAD_ID
 
@@ -65,14 +66,19 @@ def make_batch(tasks, rng: np.random.Generator, length: int, batch_size: int, mi
     return collate(examples)
 
 
-def next_token_loss(logits, tokens, mask, reduction="mean"):
-    """Cross-entropy of predicting tokens[:, 1:] from logits[:, :-1] where mask[:, 1:] is set."""
+def next_token_loss(logits, tokens, mask, reduction="mean", denominator=None):
+    """Cross-entropy of predicting tokens[:, 1:] from logits[:, :-1] where mask[:, 1:] is set.
+
+    The mean divides by the number of scored tokens, or by ``denominator`` when given (a share
+    of a global batch divides by the global count, so averaged gradients equal the global mean's).
+    """
     target = tokens[:, 1:]
     weight = mask[:, 1:].float()
     nll = F.cross_entropy(logits[:, :-1].float().transpose(1, 2), target, reduction="none")  # (B, T-1)
     if reduction == "none":
         return nll, weight
-    return (nll * weight).sum() / weight.sum().clamp(min=1.0)
+    count = weight.sum() if denominator is None else torch.as_tensor(denominator, dtype=weight.dtype)
+    return (nll * weight).sum() / count.clamp(min=1.0)
 
 
 def lr_at(step: int, spec: RunSpec) -> float:
@@ -133,6 +139,8 @@ def train(
     t = spec.train
     device = resolve_device(spec)
     model.to(device).train()
+    rows = distributed.share(t.batch_size)  # all rows, or this process's share under torchrun
+    n_procs = t.batch_size // (rows.stop - rows.start)
     optimizer = build_optimizer(model, spec, device)
     start = 0
     if ckpt_path is not None and ckpt_path.exists():
@@ -147,7 +155,8 @@ def train(
             model.load_state_dict(initial)
             optimizer = build_optimizer(model, spec, device)
             start = 0
-    step_fn = torch.compile(model) if t.compile else model
+    ddp = distributed.wrap(model, device)
+    step_fn = torch.compile(ddp) if t.compile else ddp
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=t.precision == "bf16")
 
     t0 = time.perf_counter()
@@ -160,12 +169,14 @@ def train(
         tokens, mask = tokens.to(device), mask.to(device)
         if t.loss_on == "all":
             mask = tokens != PAD_ID
+        scored = int(mask[:, 1:].sum())  # over the global batch
+        tokens, mask = tokens[rows], mask[rows]
         for group in optimizer.param_groups:
             group["lr"] = t.lr * lr_at(step, spec)
         with autocast:
             logits = step_fn(tokens)
-        loss = next_token_loss(logits, tokens, mask)
-        loss_value = loss.item()
+        loss = next_token_loss(logits, tokens, mask, denominator=scored / n_procs)
+        loss_value = distributed.mean(loss).item()
         if not math.isfinite(loss_value):
             bar.close()
             return TrainResult("diverged", step, loss_value, time.perf_counter() - t0, start, history)
@@ -173,7 +184,7 @@ def train(
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
         optimizer.step()
-        tokens_seen += tokens.numel()
+        tokens_seen += tokens.numel() * n_procs
         if step % log_every == 0 or step == t.steps - 1:
             tok_s = tokens_seen / max(1e-9, time.perf_counter() - t0)
             bar.set_postfix(loss=f"{loss_value:.3f}", tok_s=f"{tok_s:,.0f}")
@@ -184,7 +195,8 @@ def train(
                 log(record, step)
         if on_step is not None:
             on_step(step + 1)
-        if ckpt_path is not None and ckpt_every and (step + 1) % ckpt_every == 0 and step + 1 < t.steps:
+        if (ckpt_path is not None and ckpt_every and (step + 1) % ckpt_every == 0 and step + 1 < t.steps
+                and distributed.is_main()):
             save_checkpoint(ckpt_path, model, optimizer, step + 1)
     bar.close()
     return TrainResult("ok", t.steps, loss_value, time.perf_counter() - t0, start, history)

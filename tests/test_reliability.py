@@ -120,7 +120,8 @@ def test_wandb_log_errors_mid_run_are_not_fatal(tmp_path, monkeypatch):
 
 def test_killed_sweep_skips_finished_runs_resumes_the_interrupted_one_and_matches(tmp_path):
     base = [*[a for a in SMALL if not a.startswith("position=")], "train.steps=300", "ckpt_every=25", "sweep_name=ks"]
-    multirun = [sys.executable, "-m", "suite.run", "-m", *base, "position=nope,alibi,t5"]
+    # one job at a time, so the kill lands in the second run while the first is stored
+    multirun = [sys.executable, "-m", "suite.run", "-m", *base, "position=nope,alibi,t5", "hydra.launcher.n_jobs=1"]
     specs = [make_spec(*base, f"position={p}") for p in ("nope", "alibi", "t5")]
     second_ckpt = store.work_dir(tmp_path / "a", "ks", run_id(specs[1])) / "ckpt.pt"
     proc = subprocess.Popen([*multirun, f"results_dir={tmp_path / 'a'}", f"hydra.sweep.dir={tmp_path}/h1"], cwd=ROOT,

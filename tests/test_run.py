@@ -113,7 +113,7 @@ def test_cli_single_run_logs_offline_to_wandb(tmp_path):
 
 def test_cli_multirun_stores_one_file_per_scheme(tmp_path):
     # joblib pickles the task function into worker processes, as `make sweep` does
-    out = _cli("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", *QUICK, "position=nope,rope", f"results_dir={tmp_path}", "sweep_name=multi",
+    out = _cli("-m", "launcher=local", *QUICK, "position=nope,rope", f"results_dir={tmp_path}", "sweep_name=multi",
                f"hydra.sweep.dir={tmp_path}/hydra")
     assert out.returncode == 0, out.stderr[-2000:]
     df = store.load(tmp_path / "multi")
