@@ -1,4 +1,4 @@
-"""``python -m suite.report <sweep> [--results results] [--out reports] [--tie min|average]``."""
+"""``python -m suite.report <sweep> [--results results] [--out reports] [--tie min|average] [--wandb offline|online]``."""
 from __future__ import annotations
 
 import argparse
@@ -18,6 +18,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tie", default="min", choices=tables.TIE_RULES,
                    help="MRR tie rule: min (ties share the best rank) or average")
     p.add_argument("--threshold", type=float, default=render.THRESHOLD, help="effective-length threshold")
+    p.add_argument("--wandb", choices=["offline", "online"], default=None,
+                   help="also log the leaderboard and MRR to W&B as tables (offline: sync later)")
     args = p.parse_args(argv)
     folder = Path(args.results) / args.sweep
     with warnings.catch_warnings(record=True) as caught:
@@ -29,8 +31,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no results under {folder}", file=sys.stderr)
         return 1
     out = render.write(df, args.sweep, Path(args.out) / args.sweep, args.tie, args.threshold)
-    mrr = tables.mrr(tables.leaderboard(df), args.tie)
+    board = tables.leaderboard(df)
+    mrr = tables.mrr(board, args.tie)
     print(mrr.to_string(index=False, float_format="{:.3f}".format))
+    if args.wandb:
+        from suite.report.to_wandb import log_report
+
+        print(f"W&B ({args.wandb}): {log_report(board, mrr, args.sweep, mode=args.wandb)}")
     print(f"report: {out}/index.md, {out}/index.html")
     return 0
 
