@@ -51,10 +51,14 @@ def reference_attention(q, k, v, bias: Optional[torch.Tensor], allowed: torch.Te
     return probs @ v, logits
 
 
-def float_mask(bias: Optional[torch.Tensor], allowed: torch.Tensor, dtype) -> torch.Tensor:
-    """Bias and span folded into one additive 4-D mask, (1, H, T, T) or (1, 1, T, T)."""
+def float_mask(bias: Optional[torch.Tensor], allowed: torch.Tensor, dtype, inplace: bool = False) -> torch.Tensor:
+    """Bias and span folded into one additive 4-D mask, (1, H, T, T) or (1, 1, T, T).
+    ``inplace``: the bias is not needed afterwards and may become the mask."""
     add = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device) if bias is None else bias.to(dtype)
-    add = add.masked_fill(~allowed, float("-inf"))
+    if inplace and add.requires_grad is False:
+        add = add.masked_fill_(~allowed, float("-inf"))
+    else:
+        add = add.masked_fill(~allowed, float("-inf"))
     return add.unsqueeze(0) if add.dim() == 3 else add[None, None]
 
 
@@ -124,7 +128,11 @@ class Attention(nn.Module):
         impl = choose_impl(ctx.impl, q.device)
         if impl == "sdpa" and not ctx.want_logits and span.reach is not None and q.shape[-2] > 2 * BLOCK:
             return blockwise_attention(q, k, v, scheme, span, pos)  # never builds a T x T tensor
-        bias = ctx.cached(("bias", id(scheme)), lambda: scheme.bias(pos, pos))  # (H, T, T) or None
+        mask_key = ("mask", id(scheme), span.name, span.cfg, q.dtype)
+        if impl == "sdpa" and not ctx.want_logits and mask_key in ctx.cache:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=ctx.cache[mask_key])
+        bias_key = ("bias", id(scheme))
+        bias = ctx.cached(bias_key, lambda: scheme.bias(pos, pos))  # (H, T, T) or None
         learned_bias = bias is not None and bias.requires_grad
         if impl == "reference" or ctx.want_logits or (impl == "sdpa" and learned_bias):
             allowed = ctx.cached(("allowed", span.name, span.cfg), lambda: span.allowed(pos, pos))
@@ -135,8 +143,11 @@ class Attention(nn.Module):
         if impl == "sdpa":
             if bias is None and span.is_full:
                 return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            mask = ctx.cached(("mask", id(scheme), span.name, span.cfg, q.dtype), lambda: float_mask(
-                bias, span.allowed(pos, pos), q.dtype))
+            # A fixed bias becomes the mask in place (one H x T x T tensor, not two); a layer
+            # with another span rebuilds the bias it needs.
+            del ctx.cache[bias_key]
+            mask = ctx.cached(mask_key, lambda: float_mask(bias, span.allowed(pos, pos), q.dtype, inplace=True))
+            del bias
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         if impl == "flex":
             return flex_attention_path(q, k, v, scheme, span, ctx)

@@ -103,3 +103,14 @@ def test_rope_attention_logits_are_shift_invariant_in_a_model():
     b = model.attention_logits(torch.cat([pad, seq], dim=1))[0][0, :, 5:, 5:]
     # Layer-1 logits are functions of the two token embeddings and their offset only.
     assert torch.allclose(a, b, atol=1e-4)
+
+
+@pytest.mark.parametrize("scheme", ["alibi", "t5"])
+def test_one_bias_scheme_on_layers_with_different_spans_equals_the_reference(scheme):
+    # the fast path turns a fixed bias into a mask in place; a layer with another span must still
+    # see the bias, not the first layer's mask
+    layers = "pattern.layers=[{span: swa}, {span: full}, {span: chunked}, {span: full}]"
+    model = _model(f"position={scheme}", "model.n_layers=4", layers, "+pattern.window=4", "+pattern.chunk=6")
+    tokens = torch.randint(0, model.spec.vocab_size, (2, 23))
+    with torch.no_grad():
+        assert torch.allclose(_run(model, tokens, "reference"), _run(model, tokens, "sdpa"), atol=1e-5)
