@@ -54,10 +54,21 @@ def apply_rope(
         return x
     if inv_freq is None:
         inv_freq = rope_inv_freq(rot, theta)
-    angles = positions.to(torch.float32).unsqueeze(-1) * inv_freq.to(x.device)  # (..., T, rot/2)
+    cos, sin = rope_cos_sin(positions, inv_freq.to(x.device), x.dtype)
+    return rotate(x, cos, sin, layout)
+
+
+def rope_cos_sin(positions: torch.Tensor, inv_freq: torch.Tensor, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of the rotation angles, (T, rot/2) for positions (T,), (B, 1, T, rot/2) for (B, T)."""
+    angles = positions.to(torch.float32).unsqueeze(-1) * inv_freq  # (..., T, rot/2)
     if angles.dim() == 3:  # per-batch positions: (B, T, r) -> (B, 1, T, r)
         angles = angles.unsqueeze(1)
-    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str = "half") -> torch.Tensor:
+    """Rotate the first ``2 * cos.shape[-1]`` channels of x by the given angles; the rest pass."""
+    rot = 2 * cos.shape[-1]
     xr, rest = x[..., :rot], x[..., rot:]
     if layout == "half":
         x1, x2 = xr[..., : rot // 2], xr[..., rot // 2 :]
@@ -99,6 +110,7 @@ class RoPE(PositionScheme):
     def __init__(self, cfg, dims):
         super().__init__(cfg, dims)
         self.rot = rotary_dims(dims.head_dim, cfg.fraction)
+        self._memo = None
 
     def _scale_factor(self, length: int) -> float:
         if self.training or self.cfg.scaling == "none":
@@ -123,13 +135,27 @@ class RoPE(PositionScheme):
         inv = (1 - keep) * inv / s + keep * inv
         return inv, 1.0, 0.1 * math.log(s) + 1.0
 
+    def _rotation(self, pos_q, pos_k, dtype):
+        """(cos, sin for q, cos, sin for k, mscale), computed once per forward: every layer of a
+        forward passes the same position tensors."""
+        key = (self.training, dtype, pos_q.shape, pos_k.shape)
+        hit = self._memo
+        if hit is not None and hit[0] is pos_q and hit[1] is pos_k and hit[2] == key:
+            return hit[3]
+        length = int(max(pos_q.max(), pos_k.max())) + 1
+        inv, divisor, mscale = self.frequencies(length)
+        inv = inv.to(pos_q.device)
+        cq = rope_cos_sin(pos_q / divisor, inv, dtype)
+        ck = cq if pos_k is pos_q else rope_cos_sin(pos_k / divisor, inv, dtype)
+        value = (*cq, *ck, mscale)
+        self._memo = (pos_q, pos_k, key, value)  # holds the tensors, so their ids stay theirs
+        return value
+
     def qk(self, q, k, pos_q, pos_k):  # q, k: (B, H, T, D)
         if self.rot == 0:
             return q, k
-        length = int(max(pos_q.max(), pos_k.max())) + 1
-        inv, divisor, mscale = self.frequencies(length)
-        rope = lambda x, p: apply_rope(x, p / divisor, fraction=self.cfg.fraction, layout=self.cfg.layout, inv_freq=inv)
-        q, k = rope(q, pos_q), rope(k, pos_k)
+        cos_q, sin_q, cos_k, sin_k, mscale = self._rotation(pos_q, pos_k, q.dtype)
+        q, k = rotate(q, cos_q, sin_q, self.cfg.layout), rotate(k, cos_k, sin_k, self.cfg.layout)
         if mscale != 1.0:
             q, k = q * mscale, k * mscale
         return q, k
