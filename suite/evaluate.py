@@ -10,6 +10,7 @@ extra rows. A length a scheme cannot represent yields ``unsupported`` rows inste
 """
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Optional
@@ -88,8 +89,9 @@ def score_examples(model, task, examples, batch_size: int, device, autocast) -> 
 
 
 def evaluate(model, spec: RunSpec, tasks, device: Optional[torch.device] = None,
-             cache_dir: Optional[Path] = None) -> list[dict]:
-    """Rows for every (task, eval length): ``tasks`` is a list of (TaskSpec, task) pairs."""
+             cache_dir: Optional[Path] = None, timing: Optional[dict] = None) -> list[dict]:
+    """Rows for every (task, eval length): ``tasks`` is a list of (TaskSpec, task) pairs.
+    ``timing`` (a dict) receives ``eval_sets_s``: the time spent generating or loading eval sets."""
     device = device or next(model.parameters()).device
     model.eval()
     limit = model.max_length()
@@ -97,8 +99,11 @@ def evaluate(model, spec: RunSpec, tasks, device: Optional[torch.device] = None,
     rows: list[dict] = []
     for task_spec, task in tasks:
         for length in eval_lengths(spec):
+            t0 = time.perf_counter()
             examples, digest = eval_set(task_spec.name, dict(task_spec.params), task, length, spec.eval.seed,
                                         spec.eval.n_examples, cache_dir)
+            if timing is not None:
+                timing["eval_sets_s"] = timing.get("eval_sets_s", 0.0) + time.perf_counter() - t0
             base = {"task": task_spec.name, "eval_len": length, "len_ratio": length / spec.train.seq_len,
                     "eval_set": digest}
             unsupported = {**base, "slice": "all", "metric": "exact_match", "value": float("nan"), "n": 0,

@@ -123,8 +123,11 @@ def _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, 
     device = resolve_device(spec)
     columns = run_columns(spec)
     main_rank = distributed.is_main()
+    timing: dict[str, float] = {}  # where the run's wall time goes, stored with the run
+    mark = time.perf_counter()
     tracker = Tracker((logger_cfg if main_rank else None) or {"name": "none"}, name=rid, group=spec.sweep, config=spec.to_dict(),
                       tags=[columns["positions"], columns["spans"], spec.model.pattern, spec.taskset])
+    timing["log_s"] = time.perf_counter() - mark
     try:
         t0 = time.perf_counter()
         torch.manual_seed(spec.seed)
@@ -134,6 +137,7 @@ def _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, 
         work.mkdir(parents=True, exist_ok=True)
         probe = diagnostic_examples(spec, tasks, results_dir) if spec.eval.diagnostics and main_rank else None
         diag_rows = diagnostic_rows(model, probe[1], "init") if probe else []
+        timing["setup_s"] = time.perf_counter() - t0
 
         def during_training(step: int) -> None:
             every = spec.eval.diagnostics_every
@@ -143,10 +147,12 @@ def _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, 
 
         result = train(model, spec, [task for _, task in tasks], ckpt_path=work / "ckpt.pt", ckpt_every=ckpt_every,
                        log=tracker.log, log_every=log_every, progress=progress, on_step=during_training)
+        timing["batches_s"], timing["train_s"] = result.batch_s, result.wall_s - result.batch_s
         if not main_rank:  # rank 0 evaluates and writes; the others only helped train
             return None
+        mark = time.perf_counter()
         if result.status == "ok":
-            rows = evaluate(model, spec, tasks, device, cache_dir=Path(results_dir) / "_evalsets")
+            rows = evaluate(model, spec, tasks, device, cache_dir=Path(results_dir) / "_evalsets", timing=timing)
             if probe:
                 diag_rows += diagnostic_rows(model, probe[1], "trained")
                 rows += [{**r, "task": probe[0], "eval_len": spec.train.seq_len, "len_ratio": 1.0,
@@ -159,12 +165,18 @@ def _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, 
                      "metric": metric, "value": value, "n": 0, "status": result.status}
                     for t in spec.tasks
                     for metric, value in (("exact_match", float("nan")), ("diverged_at_step", result.steps_done))]
+        timing["eval_s"] = time.perf_counter() - mark - timing.get("eval_sets_s", 0.0)
         wall = time.perf_counter() - t0
         stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
         rows = [{**row, "wall_s": round(wall, 2), "timestamp": stamp} for row in rows]
+        mark = time.perf_counter()
         tracker.log_rows(rows)
+        tracker.finish()
+        timing["log_s"] += time.perf_counter() - mark
+        mark = time.perf_counter()
         torch.save(model.state_dict(), work / "model.pt")
-        meta = {**columns, "wall_s": round(wall, 2), "timestamp": stamp, "train_status": result.status,
+        timing["store_s"] = time.perf_counter() - mark
+        meta = {**columns, "timing": {k: round(v, 3) for k, v in timing.items()}, "wall_s": round(wall, 2), "timestamp": stamp, "train_status": result.status,
                 "resumed_from": result.resumed_from, "final_loss": result.final_loss,
                 "processes": distributed.world_size() if distributed.active() else 1, "spec": spec.to_dict()}
         path = store.write_run(results_dir, spec.sweep, rid, meta, rows)

@@ -33,6 +33,7 @@ class TrainResult:
     wall_s: float
     resumed_from: int = 0
     history: list = field(default_factory=list)
+    batch_s: float = 0.0  # of wall_s, the time spent generating batches
 
 
 def collate(examples):
@@ -162,10 +163,12 @@ def train(
     t0 = time.perf_counter()
     bar = tqdm(range(start, t.steps), initial=start, total=t.steps, disable=not progress,
                desc=f"train {spec.model.pattern}/{spec.taskset}", leave=False, dynamic_ncols=True)
-    loss_value, history, tokens_seen = float("nan"), [], 0
+    loss_value, history, tokens_seen, batch_s = float("nan"), [], 0, 0.0
     for step in bar:
         rng = np.random.default_rng([spec.seed, step])
+        tb = time.perf_counter()
         tokens, mask = make_batch(tasks, rng, t.seq_len, t.batch_size, t.min_len)
+        batch_s += time.perf_counter() - tb
         tokens, mask = tokens.to(device), mask.to(device)
         if t.loss_on == "all":
             mask = tokens != PAD_ID
@@ -179,7 +182,7 @@ def train(
         loss_value = distributed.mean(loss).item()
         if not math.isfinite(loss_value):
             bar.close()
-            return TrainResult("diverged", step, loss_value, time.perf_counter() - t0, start, history)
+            return TrainResult("diverged", step, loss_value, time.perf_counter() - t0, start, history, batch_s)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
@@ -199,4 +202,4 @@ def train(
                 and distributed.is_main()):
             save_checkpoint(ckpt_path, model, optimizer, step + 1)
     bar.close()
-    return TrainResult("ok", t.steps, loss_value, time.perf_counter() - t0, start, history)
+    return TrainResult("ok", t.steps, loss_value, time.perf_counter() - t0, start, history, batch_s)

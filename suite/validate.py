@@ -1,4 +1,5 @@
-"""Hydra callback: validate every job of a multirun before the first one trains.
+"""Hydra callback: validate every job of a multirun before the first one trains, and log the
+sweep's wall time.
 
 Hydra composes each job only when it launches it, so a bad value in the fifth job of a sweep would
 surface after four runs of training. This callback expands the sweep the way the basic sweeper
@@ -7,8 +8,12 @@ validation message when any of them is invalid.
 """
 from __future__ import annotations
 
+import json
 import logging
 import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
 
 from hydra import compose
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -30,9 +35,16 @@ def sweep_jobs(config: DictConfig) -> list[list[str]]:
     return [job for batch in batches for job in batch]
 
 
+def sweep_log_path(results_dir, sweep: str) -> Path:
+    """One JSON line per multirun invocation of a sweep: start, end, wall time, jobs, parallelism."""
+    return Path(results_dir) / sweep / "_sweeps.jsonl"
+
+
 class ValidateSweep(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        self._t0, self._started = time.perf_counter(), datetime.now(timezone.utc)
         jobs = sweep_jobs(config)
+        self._jobs = len(jobs)
         for job in jobs:
             try:
                 build(compose(config_name=config.hydra.job.config_name, overrides=job))
@@ -40,3 +52,17 @@ class ValidateSweep(Callback):
                 log.error("bad configuration in sweep job [%s]: %s", " ".join(job), err)
                 sys.exit(2)
         log.info("validated %d sweep jobs", len(jobs))
+
+    def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
+        if not hasattr(self, "_t0"):
+            return
+        launcher = config.hydra.launcher
+        record = {"sweep": config.sweep_name, "started": self._started.isoformat(timespec="seconds"),
+                  "ended": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                  "wall_s": round(time.perf_counter() - self._t0, 2), "jobs": self._jobs,
+                  "launcher": str(launcher.get("_target_", "")).rsplit(".", 1)[-1],
+                  "parallel": int(launcher.get("n_jobs") or 1)}
+        path = sweep_log_path(config.results_dir, config.sweep_name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as fh:
+            fh.write(json.dumps(record) + "\n")

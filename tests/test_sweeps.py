@@ -1,4 +1,5 @@
 """Every sweep file composes into a multirun, and a sweep re-run trains nothing."""
+import json
 import os
 import subprocess
 import sys
@@ -56,6 +57,12 @@ def test_a_finished_sweep_reruns_without_training(tmp_path):
     assert first.returncode == 0, first.stderr[-2000:]
     files = {p: p.stat().st_mtime_ns for p in (tmp_path / "hybrids").glob("*.json")}
     assert len(files) == 2
+    log = [json.loads(line) for line in (tmp_path / "hybrids" / "_sweeps.jsonl").read_text().splitlines()]
+    assert len(log) == 1 and log[0]["jobs"] == 2 and log[0]["parallel"] == 2 and log[0]["wall_s"] > 0
+    for path in files:  # every run says where its time went
+        timing = json.loads(path.read_text())["run"]["timing"]
+        assert {"train_s", "eval_s", "batches_s", "eval_sets_s", "log_s", "setup_s", "store_s"} <= set(timing)
+        assert all(v >= 0 for v in timing.values())
     second = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert second.returncode == 0 and (second.stdout + second.stderr).count("skip ") == 2
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "hybrids").glob("*.json")} == files
