@@ -7,9 +7,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 SWEEP  ?= default
 ARGS   ?=
+RUN    ?=
+TASKS  ?= posbench_core
 
 .DEFAULT_GOAL := help
-.PHONY: help install test sweep report bench summary clean
+.PHONY: help install test sweep report bench summary lmeval clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -38,6 +40,10 @@ bench: install ## measure speed and memory side by side; writes reports/perf/
 
 summary: install ## print exact match by scheme and eval length for SWEEP
 	$(BIN)/python -m suite.store results/$(SWEEP)
+
+lmeval: install ## score a stored run with lm-eval (RUN=<run id, hash, result file or _work dir>, TASKS=posbench_core, ARGS=...)
+	@test -n "$(RUN)" || { echo "set RUN=<run id, its hash, result file or _work/<run_id> folder>"; exit 2; }
+	$(BIN)/python -m suite.lmeval --run $(RUN) --tasks $(TASKS) $(ARGS)
 
 clean: ## remove run output (results/, wandb/, outputs/, multirun/)
 	rm -rf results wandb outputs multirun

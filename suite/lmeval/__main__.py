@@ -1,0 +1,81 @@
+"""``python -m suite.lmeval``: lm-eval's own CLI with PosBench's model and tasks registered.
+
+    python -m suite.lmeval --run <result file, _work/<run_id> folder or run id> --tasks posbench_core
+    python -m suite.lmeval --model hf --model_args pretrained=<local dir> --tasks posbench_core --output_path out
+
+With ``--run`` it adds ``--model posbench --model_args run=<result file>``, writes results to
+``<sweep>/_work/<run_id>/lmeval/results_<time>.json`` (and ``samples_<task>_<time>.jsonl`` with
+``--log_samples``) unless ``--output_path`` is given, batches 32 documents
+(unless ``--batch_size`` is given) and sets the task metadata ``data_seed`` and ``params`` to the
+run's eval seed and task parameters, so the documents match what the run was trained on; a key
+given with ``--metadata`` replaces the run's. Without ``--run`` the arguments go to lm-eval
+unchanged. Either way ``--include_path`` is the PosBench task YAMLs.
+Every other argument is lm-eval's (``lm-eval run --help``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from suite.lmeval import YAML_DIR
+from suite.lmeval.model import resolve_run
+from suite.store import read_run
+
+
+def _given(rest: list[str], *flags: str) -> bool:
+    return any(a in flags or a.split("=", 1)[0] in flags for a in rest)
+
+
+def run_args(run: str, results_dir: str, rest: list[str]) -> list[str]:
+    """The lm-eval arguments that score stored run ``run``, followed by ``rest``."""
+    rest = list(rest)
+    for i, arg in enumerate(rest):
+        if arg == "--model" or arg.startswith("--model="):
+            given = arg.split("=", 1)[1] if "=" in arg else (rest[i + 1] if i + 1 < len(rest) else "")
+            if given != "posbench":
+                raise ValueError(f"--run scores a stored PosBench run with --model posbench; got --model {given!r}")
+            del rest[i : i + (1 if "=" in arg else 2)]
+            break
+    path = resolve_run(run, results_dir).resolve()
+    spec = read_run(path)["run"].get("spec") or {}
+    metadata = {"params": {t["name"]: dict(t["params"]) for t in spec.get("tasks", [])}}
+    if "eval" in spec:
+        metadata["data_seed"] = spec["eval"]["seed"]
+    out = ["--model", "posbench", "--model_args", json.dumps({"run": str(path)}), "--metadata", json.dumps(metadata)]
+    if not _given(rest, "--output_path", "-o"):
+        out += ["--output_path", str(path.parent / "_work" / path.stem / "lmeval" / "results.json")]
+    if not _given(rest, "--batch_size", "-b"):
+        out += ["--batch_size", "32"]
+    return out + rest
+
+
+def include_args(rest: list[str]) -> list[str]:
+    """``--include_path <PosBench YAML folder>`` and ``rest``; lm-eval takes one include path, so
+    other task YAMLs go into ``--tasks`` as file or folder paths."""
+    if _given(rest, "--include_path"):
+        raise ValueError(f"--include_path is set to {YAML_DIR}; give other task YAMLs to --tasks as paths")
+    return ["--include_path", str(YAML_DIR), *rest]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m suite.lmeval", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--run", help="a run's result JSON, its _work/<run_id> folder, or a run id under --results_dir")
+    parser.add_argument("--results_dir", default="results", help="where run ids are looked up (default: results)")
+    args, rest = parser.parse_known_args(argv)
+    try:
+        lm_args = include_args(run_args(args.run, args.results_dir, rest) if args.run else list(rest))
+    except ValueError as err:
+        parser.error(str(err))
+    from lm_eval.__main__ import cli_evaluate
+
+    argv_before, sys.argv = sys.argv, ["lm-eval", "run", *lm_args]
+    try:
+        cli_evaluate()
+    finally:
+        sys.argv = argv_before
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,262 @@
+"""lm-eval model ``posbench``: a stored PosBench run behind lm-eval's ``TemplateLM`` interface.
+
+Follows lm-eval's ``TemplateLM`` (lm_eval/api/model.py): ``tok_encode`` and ``_loglikelihood_tokens``
+carry the model, ``loglikelihood_rolling`` uses lm-eval's rolling windows, ``generate_until``
+decodes greedily. Text is read with PosBench's whitespace tokenizer (``tasks.base.encode``), so a
+word outside the vocabulary is an error naming it; ``<s>`` starts every input, as in training.
+
+Inputs longer than the model can represent (learned absolute positions have ``max_length()``)
+are truncated from the left, keeping the last ``max_length`` tokens, as lm-eval's ``hf`` model
+does; a warning says so once.
+
+Model args: ``run`` (a result JSON, a run's ``_work/<run_id>`` folder, or a run id searched under
+``results_dir``), ``results_dir`` (default ``results``), ``batch_size`` (default 32), ``device``
+(default: CUDA when there is one) and ``threads`` (torch CPU threads; default: torch's own).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+
+import lm_eval.models  # noqa: F401  (lm-eval's own models: registered only while its registry is empty)
+import torch
+import torch.nn.functional as F
+from lm_eval.api.model import TemplateLM
+from lm_eval.api.registry import register_model
+from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
+
+from suite.model import PosBenchLM
+from suite.position import SCHEMES
+from suite.registry import build_config, lookup
+from suite.span import SPANS
+from suite.spec import LayerSpec, ModelSpec
+from suite.store import read_run
+from tasks.base import BOS_ID, EOS_ID, PAD_ID, VOCAB_SIZE, decode, encode
+
+log = logging.getLogger("posbench")
+DEFAULT_BATCH = 32
+
+
+def _frozen(value):
+    """JSON lists back to tuples, so the rebuilt configs hash like the originals."""
+    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
+
+
+def model_spec_from_dict(d: dict) -> ModelSpec:
+    """The ``ModelSpec`` stored as ``RunSpec.to_dict()["model"]``; unknown keys fail naming the valid ones."""
+    valid = {f.name for f in dataclasses.fields(ModelSpec)}
+    unknown = sorted(set(d) - valid)
+    if unknown:
+        raise ValueError(f"unknown model spec key(s) {unknown}; valid: {sorted(valid)}")
+    layers = []
+    for layer in d["layers"]:
+        pos, span = layer["position"], layer["span"]
+        pos_cfg = {k: _frozen(v) for k, v in layer["position_cfg"].items()}
+        span_cfg = {k: _frozen(v) for k, v in layer["span_cfg"].items()}
+        layers.append(LayerSpec(
+            pos, build_config("position", pos, lookup("position scheme", pos, SCHEMES).Config, pos_cfg),
+            span, build_config("span", span, lookup("span", span, SPANS).Config, span_cfg)))
+    return ModelSpec(**{**d, "layers": tuple(layers)})
+
+
+def resolve_run(run: str | Path, results_dir: str | Path = "results") -> Path:
+    """The result JSON of ``run``: that file, the file of a ``_work/<run_id>`` folder, or the one
+    file under ``results_dir/<sweep>/`` whose run id is ``run`` or ends with it (e.g. its hash)."""
+    path = Path(run)
+    if path.is_file():
+        return path
+    if path.is_dir():
+        if path.parent.name == "_work" and (found := path.parent.parent / f"{path.name}.json").is_file():
+            return found
+        raise ValueError(f"run folder {path} is not a run's _work/<run_id> folder with a result file "
+                         f"at {path.parent.parent / (path.name + '.json')}")
+    root = Path(results_dir)
+    files = [p for p in sorted(root.glob("*/*.json")) if not p.parent.name.startswith("_")]  # not _evalsets
+    matches = [p for p in files if p.stem == str(run)] or [p for p in files if p.stem.endswith(f"-{run}")]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise ValueError(f"run {run!r} matches several runs under {root.resolve()}: {[str(p) for p in matches]}")
+    ids = [p.stem for p in files]
+    shown = ", ".join(ids[:10]) + (f", ... ({len(ids)} in all)" if len(ids) > 10 else "")
+    raise ValueError(f"no run {run!r}: not a file or folder, and no {root.resolve()}/<sweep>/<run_id>.json "
+                     f"has that id; run ids there: {shown or 'none'}")
+
+
+def load_run(run, results_dir="results", device="cpu") -> tuple[PosBenchLM, dict]:
+    """(model with the run's trained weights, in eval mode; the result file's payload)."""
+    path = resolve_run(run, results_dir)
+    payload = read_run(path)
+    spec = payload["run"].get("spec")
+    if not spec:
+        raise ValueError(f"{path} stores no run spec; it was written before specs were stored")
+    weights = path.parent / "_work" / path.stem / "model.pt"
+    if not weights.is_file():
+        raise ValueError(f"run {path.stem} has no trained weights at {weights}")
+    if payload["run"].get("train_status", "ok") != "ok":
+        log.warning("run %s ended with status %r; scoring its last weights", path.stem, payload["run"]["train_status"])
+    model_spec = model_spec_from_dict(spec["model"])
+    if model_spec.vocab_size != VOCAB_SIZE:
+        raise ValueError(f"run {path.stem} has vocab_size={model_spec.vocab_size}, the PosBench vocabulary has {VOCAB_SIZE}")
+    model = PosBenchLM(model_spec)
+    model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+    return model.to(device).eval(), payload
+
+
+def _device(device) -> torch.device:
+    if device is None or (str(device).startswith("cuda") and not torch.cuda.is_available()):
+        if device is not None:
+            log.warning("device %r is not available; using the CPU", device)
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+@register_model("posbench")
+class PosBenchEvalLM(TemplateLM):
+    """A trained PosBench run as an lm-eval model (lm-eval's ``TemplateLM`` interface)."""
+
+    def __init__(self, run, results_dir="results", batch_size=None, max_batch_size=None, device=None, threads=None):
+        super().__init__()
+        if threads:
+            torch.set_num_threads(int(threads))
+        self._device = _device(device)
+        self.model, self.payload = load_run(run, results_dir, self._device)
+        self.run_id = self.payload["run"].get("run_id")
+        size = str(batch_size or DEFAULT_BATCH)
+        self.batch_size = int(size) if size.isdigit() else DEFAULT_BATCH  # "auto": the default
+        self._warned = False
+
+    # ---- tokenizer (TemplateLM)
+    @property
+    def eot_token_id(self) -> int:
+        return EOS_ID
+
+    @property
+    def prefix_token_id(self) -> int:
+        return BOS_ID
+
+    @property
+    def max_length(self) -> int | None:
+        return self.model.max_length()
+
+    @property
+    def device(self) -> torch.device:
+        return self._device
+
+    def tok_encode(self, string: str, add_special_tokens: bool | None = None, **kwargs) -> list[int]:
+        """Whitespace tokens; ``<s>`` first unless ``add_special_tokens=False`` or already there."""
+        ids = encode(string)
+        if add_special_tokens is not False and (not ids or ids[0] != BOS_ID):
+            ids = [BOS_ID, *ids]
+        return ids
+
+    def tok_decode(self, ids) -> str:
+        return decode(ids)
+
+    # ---- scoring
+    def _window(self, ids: list[int], extra: int = 0) -> list[int]:
+        """The last ``max_length + extra`` tokens (left truncation); warns the first time it cuts."""
+        limit = self.max_length
+        if limit is None or len(ids) <= limit + extra:
+            return ids
+        if not self._warned:
+            log.warning("posbench: inputs longer than the model's max_length=%d are truncated from the left", limit)
+            self._warned = True
+        return ids[-(limit + extra) :]
+
+    @torch.no_grad()
+    def _last_logprobs(self, inputs: list[list[int]]) -> list[torch.Tensor]:
+        """Log-probabilities (len_i, V) for each input, batched with right padding (causal, so the
+        padding never reaches a real position)."""
+        out: list[torch.Tensor] = [None] * len(inputs)  # type: ignore[list-item]
+        order = sorted(range(len(inputs)), key=lambda i: -len(inputs[i]))
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            width = len(inputs[chunk[0]])
+            batch = torch.full((len(chunk), width), PAD_ID, dtype=torch.long)
+            for row, i in enumerate(chunk):
+                batch[row, : len(inputs[i])] = torch.tensor(inputs[i])
+            logprobs = F.log_softmax(self.model(batch.to(self.device)).float(), dim=-1).cpu()
+            for row, i in enumerate(chunk):
+                out[i] = logprobs[row, : len(inputs[i])]
+        return out
+
+    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list[tuple[float, bool]]:
+        inputs, conts = [], []
+        for _, context_enc, continuation_enc in requests:
+            inp = self._window(context_enc + continuation_enc, extra=1)[:-1]
+            if len(continuation_enc) > len(inp):
+                raise ValueError(f"continuation of {len(continuation_enc)} tokens does not fit the model's "
+                                 f"max_length={self.max_length}")
+            inputs.append(inp)
+            conts.append(continuation_enc)
+        results = []
+        for (key, _, _), logprobs, cont in zip(requests, self._last_logprobs(inputs), conts):
+            scored = logprobs[len(logprobs) - len(cont) :]
+            target = torch.tensor(cont)
+            answer = (float(scored.gather(1, target[:, None]).sum()), bool((scored.argmax(-1) == target).all()))
+            if key is not None:
+                self.cache_hook.add_partial("loglikelihood", key, answer)
+            results.append(answer)
+        return results
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
+        """Sum of log-probabilities of each text after ``<s>``, in lm-eval's disjoint rolling windows."""
+        results = []
+        for req in requests:
+            (string,) = req.args
+            tokens = self.tok_encode(string, add_special_tokens=False)
+            windows = [make_disjoint_window(w) for w in get_rolling_token_windows(
+                token_list=tokens, prefix_token=BOS_ID, max_seq_len=self.max_length or max(len(tokens), 1),
+                context_len=1)]
+            scores = self._loglikelihood_tokens([(None, ctx, cont) for ctx, cont in windows])
+            total = sum(ll for ll, _ in scores)
+            self.cache_hook.add_partial("loglikelihood_rolling", (string,), total)
+            results.append(total)
+        return results
+
+    @torch.no_grad()
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        """Greedy continuation of each context, cut at the first ``until`` string (``</s>`` always
+        stops), at most ``max_gen_toks`` tokens (default 256)."""
+        results = []
+        for start in range(0, len(requests), self.batch_size):
+            chunk = requests[start : start + self.batch_size]
+            seqs, gens, stops, limits = [], [], [], []
+            for req in chunk:
+                context, kwargs = req.args
+                kwargs = dict(kwargs or {})
+                if kwargs.get("do_sample"):
+                    raise ValueError("the posbench model decodes greedily; got do_sample=True")
+                until = kwargs.get("until") or []
+                stops.append([until] if isinstance(until, str) else list(until))
+                limits.append(int(kwargs.get("max_gen_toks", 256)))
+                seqs.append(self.tok_encode(context))
+                gens.append([])
+            active = [i for i in range(len(chunk)) if limits[i] > 0]
+            while active:
+                windows = [self._window(seqs[i]) for i in active]
+                logprobs = self._last_logprobs(windows)
+                for i, lp in zip(active, logprobs):
+                    token = int(lp[-1].argmax())
+                    seqs[i].append(token)
+                    gens[i].append(token)
+                active = [i for i in active if not self._finished(gens[i], stops[i], limits[i])]
+            for req, gen, until in zip(chunk, gens, stops):
+                text = decode(gen[:-1] if gen and gen[-1] == EOS_ID else gen)
+                for stop in until:
+                    text = text.split(stop)[0] if stop else text
+                self.cache_hook.add_partial("generate_until", req.args, text)
+                results.append(text)
+        return results
+
+    @staticmethod
+    def _finished(gen: list[int], until: list[str], limit: int) -> bool:
+        if gen[-1] == EOS_ID or len(gen) >= limit:
+            return True
+        text = decode(gen)
+        return any(stop and stop in text for stop in until)
+
+
+__all__ = ["PosBenchEvalLM", "load_run", "model_spec_from_dict", "resolve_run"]

@@ -1,0 +1,187 @@
+"""PosBench tasks as lm-eval documents (``custom_dataset``) and their scoring (``process_results``).
+
+Documents come from each task's own generator with the parameters of ``conf/task/<name>.yaml``,
+through ``suite.evalsets.generate``: at the same seed they are the first ``n_examples`` examples
+of PosBench's own evaluation sets. Task metadata (``--metadata`` JSON) sets ``lengths`` (default
+[32, 64]), ``n_examples`` per length (default 50), ``data_seed`` (default 1234, the eval grid's)
+and ``params`` (per-task overrides, ``{"vt": {"hops": 1}}``). Documents alternate between the
+lengths, so ``--limit`` takes every length alike.
+
+A document is the example's text after ``<s>`` up to its first answer token (``prompt``), the
+answers and their ``target`` (the answers joined by spaces). Answers separated by prompt tokens
+(``mqar``, ``niah_multiquery``) are asked one at a time, each prompt holding the text before it
+with the earlier gold answers (teacher forcing, as PosBench's own evaluation), and the document
+names its example so the scores group back per example.
+
+Scoring reads the generation, cut at the task's ``until`` strings, as whitespace words (a word's
+leading and trailing punctuation dropped, lower case) and looks at its first k words, k being the
+gold answer's word count: PosBench's models never stop by themselves, so a longer window would
+credit a model that lists many words. ``exact_match``: those k words are the answer. For several
+answers, RULER's ``string_match_all`` (fraction of answers found) and ``string_match_part`` (1 if
+any is found) of Hsieh et al. 2024 ("RULER: What's the Real Context Size of Your Long-Context
+Language Models?"), with containment at word boundaries ("1" is not found in "17").
+"""
+from __future__ import annotations
+
+import string
+from collections import defaultdict
+
+import datasets
+from omegaconf import OmegaConf
+
+from suite.config import CONF_DIR
+from suite.evalsets import generate
+from tasks import TASKS, build_task
+from tasks.base import BOS_ID, Example, decode
+
+DEFAULT_LENGTHS = (32, 64)
+DEFAULT_N = 50
+DEFAULT_SEED = 1234
+
+
+def task_params(name: str, params: dict | None = None) -> dict:
+    """``conf/task/<name>.yaml`` (without ``name``) updated by ``params[name]``."""
+    params = dict(params or {})
+    unknown = sorted(set(params) - set(TASKS))
+    if unknown:
+        raise ValueError(f"metadata params name unknown task(s) {unknown}; valid tasks: {', '.join(sorted(TASKS))}")
+    path = CONF_DIR / "task" / f"{name}.yaml"
+    found = OmegaConf.to_container(OmegaConf.load(path)) if path.exists() else {}
+    found.pop("name", None)
+    return {**found, **(params.get(name) or {})}
+
+
+def example_docs(example: Example, length: int, index: int) -> list[dict]:
+    """One document per run of adjacent answer spans (see the module docstring)."""
+    tokens, spans = example.tokens, example.answer_spans
+    groups = [[spans[0]]]
+    for prev, span in zip(spans, spans[1:]):
+        if span[0] == prev[1]:
+            groups[-1].append(span)
+        else:
+            groups.append([span])
+    start = 1 if tokens and tokens[0] == BOS_ID else 0
+    docs = []
+    for q, group in enumerate(groups):
+        answers = [decode(tokens[s:e]) for s, e in group]
+        docs.append({"example": f"{length}/{index}", "length": length, "query": q,
+                     "prompt": decode(tokens[start : group[0][0]]), "answers": answers, "target": " ".join(answers)})
+    return docs
+
+
+def _lengths(lengths) -> list[int]:
+    values = [lengths] if isinstance(lengths, int) else list(lengths)
+    if not values or not all(isinstance(x, int) and x > 0 for x in values):
+        raise ValueError(f"metadata lengths={lengths!r}: must be a positive integer or a list of them")
+    return values
+
+
+def build_docs(name: str, lengths=DEFAULT_LENGTHS, n_examples: int = DEFAULT_N, data_seed: int = DEFAULT_SEED,
+               params: dict | None = None) -> list[dict]:
+    """The documents of task ``name``: ``n_examples`` examples per length, lengths alternating."""
+    if not isinstance(n_examples, int) or n_examples < 1:
+        raise ValueError(f"metadata n_examples={n_examples!r}: must be a positive integer")
+    task = build_task(name, **task_params(name, params))
+    sets = {}
+    for length in _lengths(lengths):
+        try:
+            sets[length] = generate(task, length, int(data_seed), n_examples)
+        except ValueError as err:
+            raise ValueError(f"posbench_{name} at length {length}: {err}") from None
+    docs = []
+    for i in range(n_examples):
+        for length, examples in sets.items():
+            ex = examples[i]
+            for doc in example_docs(ex, length, i):
+                if "candidates" in ex.meta:
+                    doc.update(choices=[decode(c) for c in ex.meta["candidates"]], gold=int(ex.meta["gold"]))
+                docs.append(doc)
+    return docs
+
+
+def dataset(posbench_task: str, lengths=DEFAULT_LENGTHS, n_examples: int = DEFAULT_N,
+            data_seed: int = DEFAULT_SEED, params: dict | None = None, **_other_metadata) -> dict:
+    """lm-eval ``custom_dataset``: called with the task metadata (which lm-eval merges with the
+    model args, hence the other keys) and ``dataset_kwargs`` (``posbench_task``)."""
+    docs = build_docs(posbench_task, lengths, n_examples, data_seed, params)
+    return {"test": datasets.Dataset.from_list(docs, split=datasets.Split.TEST)}
+
+
+# --------------------------------------------------------------------------------------------
+# scoring
+
+_PUNCT = string.punctuation
+
+
+def words(text: str) -> list[str]:
+    """Whitespace words, lower case, a word's leading/trailing punctuation dropped ("17." -> "17";
+    a word that is only punctuation, like "=", stays)."""
+    return [w.strip(_PUNCT) or w for w in text.lower().split()]
+
+
+def _found(answer: list[str], window: list[str]) -> bool:
+    n = len(answer)
+    return any(window[i : i + n] == answer for i in range(len(window) - n + 1))
+
+
+def score(prediction: str, answers: list[str]) -> dict[str, float]:
+    """exact_match, string_match_all, string_match_part of one generation (module docstring)."""
+    gold = [words(a) for a in answers]
+    k = sum(len(g) for g in gold)
+    window = words(prediction)[:k]
+    hits = [_found(g, window) for g in gold]
+    return {"exact_match": float(window == [w for g in gold for w in g]),
+            "string_match_all": sum(hits) / len(hits), "string_match_part": float(any(hits))}
+
+
+def process_results(doc: dict, results: list[str]) -> dict[str, float]:
+    """Single-answer tasks: exact match."""
+    return {"exact_match": score(results[0], doc["answers"])["exact_match"]}
+
+
+def process_results_multi(doc: dict, results: list[str]) -> dict[str, float]:
+    """Several answers in one document: exact match and RULER's string_match_all/part."""
+    return score(results[0], doc["answers"])
+
+
+def process_results_per_query(doc: dict, results: list[str]) -> dict[str, tuple[str, float]]:
+    """One answer per document, several per example: (example, score) pairs for the per-example
+    aggregations below."""
+    s = score(results[0], doc["answers"])
+    return {"exact_match": (doc["example"], s["exact_match"]),
+            "string_match_all": (doc["example"], s["string_match_all"]),
+            "string_match_part": (doc["example"], s["string_match_part"])}
+
+
+def _per_example(items) -> list[list[float]]:
+    groups: dict[str, list[float]] = defaultdict(list)
+    for key, value in items:
+        groups[key].append(value)
+    return list(groups.values())
+
+
+def all_by_example(items) -> float:
+    """Mean over examples of 1 if every query was answered (exact match of the whole example)."""
+    groups = _per_example(items)
+    return sum(float(all(v == 1.0 for v in g)) for g in groups) / len(groups)
+
+
+def mean_by_example(items) -> float:
+    """Mean over examples of the fraction of its answers found (RULER's string_match_all)."""
+    groups = _per_example(items)
+    return sum(sum(g) / len(g) for g in groups) / len(groups)
+
+
+def any_by_example(items) -> float:
+    """Mean over examples of 1 if any of its answers was found (RULER's string_match_part)."""
+    groups = _per_example(items)
+    return sum(float(any(g)) for g in groups) / len(groups)
+
+
+def process_results_rank(doc: dict, results: list[tuple[float, bool]]) -> dict[str, float]:
+    """Candidate ranking by log-likelihood: the rank task's reciprocal rank (ties count against
+    the gold) and ``acc`` (the gold strictly first)."""
+    logliks = [ll for ll, _ in results]
+    example = Example(tokens=[], answer_spans=[], meta={"candidates": doc["choices"], "gold": doc["gold"]})
+    rr = build_task("rank").score_candidates(example, logliks)["reciprocal_rank"]
+    return {"acc": float(rr == 1.0), "reciprocal_rank": rr}

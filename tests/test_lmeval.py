@@ -1,0 +1,310 @@
+"""lm-eval integration: the ``posbench`` model, the ``posbench_*`` tasks and ``python -m suite.lmeval``."""
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+import yaml
+from omegaconf import OmegaConf
+
+lm_eval = pytest.importorskip("lm_eval")
+from lm_eval.api.instance import Instance  # noqa: E402
+from lm_eval.tasks import TaskManager  # noqa: E402
+
+from suite.config import CONF_DIR  # noqa: E402
+from suite.evalsets import generate  # noqa: E402
+from suite.lmeval import YAML_DIR, PosBenchEvalLM, model_spec_from_dict, resolve_run  # noqa: E402
+from suite.lmeval import tasks as T  # noqa: E402
+from suite.lmeval.__main__ import include_args, main, run_args  # noqa: E402
+from suite.run import execute  # noqa: E402
+from tasks import build_task  # noqa: E402
+from tasks.base import BOS_ID, EOS_ID, VOCAB, encode  # noqa: E402
+from tests.conftest import make_spec  # noqa: E402
+
+TINY = ["model.n_layers=2", "model.d_model=32", "model.n_heads=2", "model.d_ff=64", "train.steps=20",
+        "train.batch_size=8", "eval.n_examples=6", "eval.batch_size=6", "eval.multiples=[1,2]", "logger=none",
+        "sweep_name=lm"]
+STOPS = ["?", "|", "</s>", "\n"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="module")
+def run_file(tmp_path_factory):
+    return execute(make_spec(*TINY, "task=copy"), results_dir=tmp_path_factory.mktemp("results"), progress=False)
+
+
+@pytest.fixture(scope="module")
+def lm(run_file):
+    return PosBenchEvalLM(run=str(run_file), batch_size=2)
+
+
+def manager(**metadata):
+    return TaskManager(include_path=str(YAML_DIR), include_defaults=False, metadata=metadata)
+
+
+def direct_logprobs(model, ids):
+    with torch.no_grad():
+        return F.log_softmax(model(torch.tensor([ids])).float(), -1)[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# loading a run
+
+
+@pytest.mark.parametrize("overrides", [[], ["position=learned", "span=swa"], ["pattern=rope_in_swa", "position=t5"]])
+def test_model_spec_round_trips_through_the_stored_dict(overrides):
+    spec = make_spec(*overrides)
+    stored = json.loads(json.dumps(spec.to_dict()))["model"]
+    assert model_spec_from_dict(stored) == spec.model
+    with pytest.raises(ValueError, match=r"unknown model spec key\(s\) \['colour'\]"):
+        model_spec_from_dict({**stored, "colour": 1})
+
+
+def test_a_run_is_found_by_file_folder_id_and_hash(run_file):
+    root = run_file.parent.parent
+    assert resolve_run(run_file) == run_file
+    assert resolve_run(run_file.parent / "_work" / run_file.stem) == run_file
+    assert resolve_run(run_file.stem, root) == run_file
+    assert resolve_run(run_file.stem.rsplit("-", 1)[1], root) == run_file
+    with pytest.raises(ValueError) as err:
+        resolve_run("nope-123", root)
+    assert str(root.resolve()) in str(err.value) and run_file.stem in str(err.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# the model against PosBenchLM computed directly
+
+
+def test_loglikelihood_is_the_models_own_sum_over_the_continuation(lm):
+    pairs = [("apple fox 17 |", " apple fox"), ("cat = 5 ? cat :", " 5"), ("dog", " cat cat cat 3")]
+    got = lm.loglikelihood([Instance("loglikelihood", {}, p, i) for i, p in enumerate(pairs)])
+    for (context, continuation), (ll, greedy) in zip(pairs, got):
+        ctx, cont = [BOS_ID, *encode(context)], encode(continuation)
+        logprobs = direct_logprobs(lm.model, ctx + cont)[len(ctx) - 1 : -1]
+        assert ll == pytest.approx(sum(logprobs[i, t].item() for i, t in enumerate(cont)), abs=1e-4)
+        assert greedy == all(logprobs[i].argmax().item() == t for i, t in enumerate(cont))
+
+
+def test_loglikelihood_rolling_is_the_full_sequence_sum(lm):
+    text = "apple fox 17 | apple fox 17"
+    (got,) = lm.loglikelihood_rolling([Instance("loglikelihood_rolling", {}, (text,), 0)])
+    ids = [BOS_ID, *encode(text)]
+    logprobs = direct_logprobs(lm.model, ids)
+    assert got == pytest.approx(sum(logprobs[i, t].item() for i, t in enumerate(ids[1:])), abs=1e-4)
+
+
+def greedy(model, ids, n):
+    ids, out = list(ids), []
+    for _ in range(n):
+        out.append(direct_logprobs(model, ids)[-1].argmax().item())
+        ids.append(out[-1])
+    return out
+
+
+def test_generate_until_is_greedy_and_stops_at_the_until_string(lm):
+    context = "apple fox 17 | apple"
+    gen = greedy(lm.model, [BOS_ID, *encode(context)], 6)
+    words = [VOCAB[t] for t in gen]
+    cut = next(k for k in range(1, 6) if words[k] not in " ".join(words[:k]) and EOS_ID not in gen[:k + 1])
+    reqs = [Instance("generate_until", {}, (context, {"until": [], "max_gen_toks": 6}), 0),
+            Instance("generate_until", {}, (context, {"until": [words[cut]], "max_gen_toks": 6}), 1)]
+    full, stopped = lm.generate_until(reqs)
+    n = gen.index(EOS_ID) if EOS_ID in gen else 6
+    assert full == " ".join(words[:n])
+    assert stopped == " ".join(words[:cut]) + " "
+    with pytest.raises(ValueError, match="greedily"):
+        lm.generate_until([Instance("generate_until", {}, (context, {"do_sample": True}), 0)])
+
+
+def test_an_unknown_word_is_named(lm):
+    with pytest.raises(ValueError, match="'banana' is not in the PosBench vocabulary"):
+        lm.loglikelihood([Instance("loglikelihood", {}, ("apple banana", " fox"), 0)])
+
+
+def test_learned_positions_are_truncated_from_the_left(tmp_path):
+    path = execute(make_spec(*TINY, "task=niah_single", "position=learned", "train.seq_len=16", "train.steps=2",
+                             "eval.multiples=[1]"), results_dir=tmp_path, progress=False)
+    lm = PosBenchEvalLM(run=str(path))
+    assert lm.max_length == 16
+    context, continuation = " ".join(["apple", "fox"] * 12), " cat 5"
+    ((ll, _),) = lm.loglikelihood([Instance("loglikelihood", {}, (context, continuation), 0)])
+    ids = [BOS_ID, *encode(context + continuation)]
+    window = ids[-17:-1]  # the last 16 inputs, predicting the last 16 tokens
+    logprobs = direct_logprobs(lm.model, window)
+    assert ll == pytest.approx(logprobs[-2, ids[-2]].item() + logprobs[-1, ids[-1]].item(), abs=1e-4)
+    (text,) = lm.generate_until([Instance("generate_until", {}, (context, {"until": [], "max_gen_toks": 4}), 0)])
+    (first,) = greedy(lm.model, ids[:-2][-16:], 1)  # the context's last 16 tokens
+    assert (text.split() or ["</s>"])[0] == VOCAB[first] and len(text.split()) <= 4
+
+
+# ---------------------------------------------------------------------------------------------
+# documents and scoring
+
+
+@pytest.mark.parametrize("name", list(OmegaConf.load(CONF_DIR / "taskset" / "all.yaml").tasks))
+def test_documents_are_the_generators_examples(name):
+    docs = T.build_docs(name, lengths=[32, 48], n_examples=3)
+    examples = {length: generate(build_task(name, **T.task_params(name)), length, 1234, 3) for length in (32, 48)}
+    for length, exs in examples.items():
+        mine = [d for d in docs if d["length"] == length]
+        per_example = len(mine) // 3
+        assert len(mine) == 3 * per_example and per_example >= 1
+        for i, ex in enumerate(exs):
+            group = [d for d in mine if d["example"] == f"{length}/{i}"]
+            assert [a for d in group for a in d["answers"]] == ex.answers
+            ends = [ex.answer_spans[-1][1]] if len(group) == 1 else [e for _, e in ex.answer_spans]
+            for d, end in zip(group, ends):
+                assert f"{d['prompt']} {d['target']}" == " ".join(ex.text.split()[1:end])
+    assert [d["length"] for d in docs if d["query"] == 0][:4] == [32, 48, 32, 48]  # lengths alternate
+
+
+def test_interleaved_answers_become_one_document_per_query():
+    assert len(T.build_docs("mqar", lengths=[32], n_examples=2)) == 2 * 6
+    assert len(T.build_docs("niah_multiquery", lengths=[32], n_examples=2)) == 2 * 2
+    assert len(T.build_docs("vt", lengths=[32], n_examples=2)) == 2
+
+
+def test_metadata_sets_lengths_counts_seed_and_params():
+    split = T.dataset("vt", lengths=[40], n_examples=4, data_seed=7, params={"vt": {"hops": 1}}, run="ignored")["test"]
+    assert len(split) == 4 and set(split["length"]) == {40}
+    assert all(len(a) == 2 for a in split["answers"])
+    assert split["answers"] != T.dataset("vt", lengths=[40], n_examples=4, params={"vt": {"hops": 1}})["test"]["answers"]
+    with pytest.raises(ValueError, match="unknown task.*'vtt'"):
+        T.dataset("vt", params={"vtt": {}})
+    with pytest.raises(ValueError, match="posbench_vt at length 8"):
+        T.dataset("vt", lengths=[8])
+    rank = T.build_docs("rank", lengths=[32], n_examples=3)
+    assert all(d["choices"][d["gold"]] == d["target"] for d in rank)
+
+
+def test_scores():
+    assert T.score("17", ["17"]) == {"exact_match": 1.0, "string_match_all": 1.0, "string_match_part": 1.0}
+    assert T.score("17. fox", ["17"])["exact_match"] == 1.0  # first k words, trailing punctuation dropped
+    assert T.score("1", ["17"])["exact_match"] == 0.0
+    assert T.score("17", ["1"])["string_match_part"] == 0.0  # word boundaries: "1" is not in "17"
+    assert T.score(": 17", ["17"])["exact_match"] == 0.0  # a punctuation word is a word
+    assert T.score("y x z", ["x", "y", "z"]) == {"exact_match": 0.0, "string_match_all": 1.0, "string_match_part": 1.0}
+    assert T.score("x q", ["x", "y"]) == {"exact_match": 0.0, "string_match_all": 0.5, "string_match_part": 1.0}
+    assert T.score("a b", ["x", "y"])["string_match_part"] == 0.0
+    items = [("a", 1.0), ("a", 0.0), ("b", 1.0)]
+    assert (T.all_by_example(items), T.mean_by_example(items), T.any_by_example(items)) == (0.5, 0.75, 1.0)
+    doc = {"choices": ["5", "7", "9"], "gold": 1}
+    assert T.process_results_rank(doc, [(-3.0, False), (-1.0, True), (-2.0, False)]) == {"acc": 1.0, "reciprocal_rank": 1.0}
+    assert T.process_results_rank(doc, [(-1.0, False), (-1.0, True), (-2.0, False)]) == {"acc": 0.0, "reciprocal_rank": 0.5}
+
+
+@pytest.mark.parametrize("taskset", ["core", "ruler", "all"])
+def test_groups_mirror_the_task_sets(taskset):
+    group = yaml.safe_load((YAML_DIR / f"posbench_{taskset}.yaml").read_text())
+    tasks = OmegaConf.load(CONF_DIR / "taskset" / f"{taskset}.yaml").tasks
+    assert group["task"] == [f"posbench_{t}" for t in tasks]
+    assert all((YAML_DIR / f"{t}.yaml").is_file() for t in group["task"])
+
+
+# ---------------------------------------------------------------------------------------------
+# through lm-eval
+
+
+def first_word(model, tokens, end):
+    return VOCAB[direct_logprobs(model, tokens[:end])[-1].argmax().item()]
+
+
+def test_simple_evaluate_scores_a_run_as_posbench_scores_it(lm, run_file):
+    tm = manager(lengths=[32, 64], n_examples=3)
+    out = lm_eval.simple_evaluate(model="posbench", model_args=f"run={run_file}", tasks=["posbench_niah_single", "posbench_mqar"],
+                                  task_manager=tm, limit=4, log_samples=True, bootstrap_iters=0)
+    assert out["n-samples"] == {"posbench_niah_single": {"original": 6, "effective": 4},
+                                "posbench_mqar": {"original": 36, "effective": 4}}
+    for name, metrics in (("posbench_niah_single", ["exact_match"]),
+                          ("posbench_mqar", ["exact_match", "string_match_all", "string_match_part"])):
+        values = out["results"][name]
+        assert all(0.0 <= values[f"{m},none"] <= 1.0 for m in metrics)
+        task = name.removeprefix("posbench_")
+        examples = {n: generate(build_task(task, **T.task_params(task)), n, 1234, 3) for n in (32, 64)}
+        hits: dict[str, list[float]] = {}
+        for sample in out["samples"][name]:
+            doc = sample["doc"]
+            length, i = map(int, doc["example"].split("/"))
+            ex = examples[length][i]
+            start = ex.answer_spans[doc["query"]][0]
+            want = first_word(lm.model, ex.tokens, start)  # teacher forcing: the gold text up to the answer
+            got = (sample["resps"][0][0].split() or [None])[0]
+            assert got == want or (got is None and want in STOPS)
+            hits.setdefault(doc["example"], []).append(float(want == VOCAB[ex.tokens[start]]))
+        em = sum(all(h) for h in hits.values()) / len(hits)
+        assert values["exact_match,none"] == pytest.approx(em)
+
+
+def test_hf_llama_reads_the_tasks_as_plain_text(tmp_path):
+    pytest.importorskip("transformers", reason="needs the hf extra: pip install -e .[hf]")
+    pytest.importorskip("accelerate", reason="needs the hf extra: pip install -e .[hf]")
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    vocab = {w: i for i, w in enumerate([*VOCAB, "<unk>"])}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<s>", eos_token="</s>",
+                                        pad_token="<pad>", unk_token="<unk>")
+    tokenizer.save_pretrained(tmp_path)
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=256,
+                         bos_token_id=BOS_ID, eos_token_id=EOS_ID, pad_token_id=0)
+    model = LlamaForCausalLM(config).eval()
+    model.save_pretrained(tmp_path)
+
+    out = lm_eval.simple_evaluate(model="hf", model_args=f"pretrained={tmp_path},dtype=float32", device="cpu",
+                                  tasks=["posbench_niah_single", "posbench_rank"], task_manager=manager(n_examples=2),
+                                  limit=3, batch_size=3, log_samples=True, bootstrap_iters=0)
+    assert {k: v["effective"] for k, v in out["n-samples"].items()} == {"posbench_niah_single": 3, "posbench_rank": 3}
+    assert 0.0 <= out["results"]["posbench_niah_single"]["exact_match,none"] <= 1.0
+    assert 0.25 <= out["results"]["posbench_rank"]["reciprocal_rank,none"] <= 1.0
+    sample = out["samples"]["posbench_rank"][0]
+    doc = sample["doc"]
+    ids = tokenizer(f"{doc['prompt']} {doc['choices'][0]}", add_special_tokens=False).input_ids
+    with torch.no_grad():
+        want = F.log_softmax(model(torch.tensor([ids])).logits[0, -2].float(), -1)[ids[-1]].item()
+    assert sample["resps"][0][0][0] == pytest.approx(want, abs=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------
+# the entry point
+
+
+def test_entry_point_arguments(run_file):
+    args = run_args(run_file.stem, run_file.parent.parent, ["--tasks", "posbench_copy", "--model", "posbench"])
+    assert args.count("--model") == 1 and args[args.index("--model") + 1] == "posbench"
+    assert json.loads(args[args.index("--model_args") + 1]) == {"run": str(run_file.resolve())}
+    assert json.loads(args[args.index("--metadata") + 1]) == {"params": {"copy": {"alphabet": None, "distinct": True}},
+                                                             "data_seed": 1234}
+    work = run_file.resolve().parent / "_work" / run_file.stem
+    assert args[args.index("--output_path") + 1] == str(work / "lmeval" / "results.json")
+    assert args[-2:] == ["--tasks", "posbench_copy"]
+    with pytest.raises(ValueError, match="--model posbench; got --model 'hf'"):
+        run_args(str(run_file), "results", ["--model", "hf"])
+    assert include_args(["--tasks", "x"]) == ["--include_path", str(YAML_DIR), "--tasks", "x"]
+    with pytest.raises(ValueError, match="--include_path"):
+        include_args(["--include_path", "mine"])
+
+
+def test_entry_point_writes_results_next_to_the_run(run_file):
+    main(["--run", str(run_file), "--tasks", "posbench_niah_single", "--limit", "2", "--device", "cpu",
+          "--metadata", '{"n_examples": 1}'])
+    (written,) = (run_file.parent / "_work" / run_file.stem / "lmeval").glob("results_*.json")
+    result = json.loads(written.read_text())
+    assert result["n-samples"]["posbench_niah_single"] == {"original": 2, "effective": 2}
+    assert result["config"]["model"] == "posbench"
