@@ -6,20 +6,35 @@ the results, so two leaderboard cells can be checked to come from the same data.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
+from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
 from suite.store import write_json_atomic
+import tasks.base as tasks_base
 from tasks.base import Example
 
-FORMAT = 1  # bump when a generator changes what it produces for the same seed
+FORMAT = 2  # bump when the cached file layout changes
 
 
-def eval_set_hash(task_name: str, params: dict, length: int, seed: int, n: int) -> str:
-    key = {"task": task_name, "params": params, "length": length, "seed": seed, "n": n, "format": FORMAT}
+@lru_cache(maxsize=None)
+def generator_digest(task_cls: type) -> str:
+    """Hash of the task's source and of the shared vocabulary: editing a generator changes the
+    eval-set hash, so a stale cached set is never read for a changed task."""
+    files = [inspect.getsourcefile(task_cls), inspect.getsourcefile(tasks_base)]
+    h = hashlib.sha256()
+    for f in files:
+        h.update(Path(f).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def eval_set_hash(task_name: str, params: dict, length: int, seed: int, n: int, generator: str = "") -> str:
+    key = {"task": task_name, "params": params, "length": length, "seed": seed, "n": n, "format": FORMAT,
+           "generator": generator}
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -39,7 +54,7 @@ def _from_json(d: dict) -> Example:
 def eval_set(task_name: str, params: dict, task, length: int, seed: int, n: int,
              cache_dir: Optional[Path] = None) -> tuple[list[Example], str]:
     """(examples, hash); read from ``cache_dir`` when cached there, else generated (and cached)."""
-    digest = eval_set_hash(task_name, params, length, seed, n)
+    digest = eval_set_hash(task_name, params, length, seed, n, generator_digest(type(task)))
     path = Path(cache_dir) / f"{task_name}-{length}-{digest}.json" if cache_dir else None
     if path is not None and path.exists():
         try:

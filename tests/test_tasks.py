@@ -94,3 +94,13 @@ def test_show_prints_json_with_answers():
     text = subprocess.run([sys.executable, "-m", "tasks.show", "copy", "--length", "10"], capture_output=True,
                           text=True, check=True, cwd=ROOT).stdout
     assert "[" in text and "]" in text
+
+
+def test_a_changed_generator_gets_a_new_eval_set_hash(tmp_path, monkeypatch):
+    from suite import evalsets
+
+    task = build_task("niah_single")
+    _, before = eval_set("niah_single", {}, task, 64, seed=3, n=5, cache_dir=tmp_path)
+    monkeypatch.setattr(evalsets, "generator_digest", lambda cls: "edited")  # the task's source changed
+    _, after = eval_set("niah_single", {}, task, 64, seed=3, n=5, cache_dir=tmp_path)
+    assert before != after and len(list(tmp_path.glob("niah_single-64-*.json"))) == 2
