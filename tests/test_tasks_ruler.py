@@ -104,7 +104,7 @@ def test_bad_parameters_name_the_parameter(name, params, bad):
         build_task(name, **params)
 
 
-@pytest.mark.parametrize("name, minimum", [("vt", 32), ("cwe", 10), ("fwe", 9), ("qa", 31), ("rank", 11)])
+@pytest.mark.parametrize("name, minimum", [("vt", 30), ("cwe", 10), ("fwe", 9), ("qa", 31), ("rank", 11)])
 def test_too_short_lengths_raise(name, minimum):
     assert len(make(name, minimum).tokens) == minimum
     with pytest.raises(ValueError, match=f"{name} needs length >= {minimum}"):
@@ -116,27 +116,29 @@ def test_too_short_lengths_raise(name, minimum):
 
 
 @pytest.mark.parametrize("length", LENGTHS)
-def test_vt_answers_follow_the_assignments(length):
-    ex = make("vt", length, seed=length)
+@pytest.mark.parametrize("n_chains, hops, minimum", [(1, 4, 30), (2, 2, 32), (3, 1, 31)])
+def test_vt_answers_follow_the_assignments(length, n_chains, hops, minimum):
+    ex = build_task("vt", n_chains=n_chains, hops=hops).generate(np.random.default_rng(length), length)
+    assert len(ex.tokens) == length
     context, q = split(ex)
     assert ex.tokens[q + 1] == TOKEN_ID["hold"] and ex.tokens[q + 3] == ANSWER_ID
     statements = [(context[j - 1], context[j + 1]) for j, t in enumerate(context) if t == ASSIGN_ID]
     assert all(context[j + 2] == DOT_ID for j, t in enumerate(context) if t == ASSIGN_ID)
-    assert len(statements) == 2 * 3  # defaults: 2 chains of 3 variables
+    assert len(statements) == n_chains * (hops + 1)
     variables = [lhs for lhs, _ in statements]
     assert len(set(variables)) == len(variables) and set(variables) <= WORDS
     chain, value = [], ex.tokens[q + 2]
     for lhs, rhs in statements:  # in text order: a variable is defined before it is used
         if rhs == value or rhs in chain:
             chain.append(lhs)
-    assert answer_tokens(ex) == chain and len(chain) == 3
+    assert answer_tokens(ex) == chain and len(chain) == hops + 1
     # distractor chains start from other numbers; noise words are never variables
-    assert len({rhs for _, rhs in statements if rhs in NUMBERS}) == 2
+    assert len({rhs for _, rhs in statements if rhs in NUMBERS}) == n_chains
     statement_pos = {j + d for j, t in enumerate(context) if t == ASSIGN_ID for d in (-1, 0, 1, 2)}
     noise = [t for j, t in enumerate(context) if j not in statement_pos]
-    assert len(noise) == length - 32 and not set(noise) & set(variables) and set(noise) <= WORDS
+    assert len(noise) == length - minimum and not set(noise) & set(variables) and set(noise) <= WORDS
     first = ex.tokens.index(chain[0])  # the queried chain's first statement
-    assert ex.meta["slices"] == {"n_keys": "2", "distance": distance_bucket(q - first)}
+    assert ex.meta["slices"] == {"n_keys": str(n_chains), "distance": distance_bucket(q - first)}
 
 
 @pytest.mark.parametrize("length", LENGTHS)
