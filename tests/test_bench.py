@@ -1,0 +1,46 @@
+"""make bench's measuring tools measure what they claim (no timing assertions here)."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from suite.bench import targets
+
+ROOT = Path(__file__).parent.parent
+
+
+def test_peak_memory_sees_a_temporary_allocation_after_a_reset():
+    code = """
+import torch
+from suite.bench import peak_rss_mb, reset_peak_rss, rss_mb
+big = torch.ones(64 * 2**20 // 4)  # 64 MB, raises the high-water mark
+del big
+before = rss_mb(); reset_peak_rss()
+quiet = peak_rss_mb() - before
+x = torch.ones(200 * 2**20 // 4); del x  # 200 MB, freed again
+print(quiet, peak_rss_mb() - before, rss_mb() - before)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    quiet, peak, after = map(float, out.stdout.split())
+    assert quiet < 20  # the earlier 64 MB no longer counts
+    assert 190 < peak < 260 and after < 20  # the 200 MB tensor is seen although it is gone
+
+
+def test_targets_compare_the_measured_ratios():
+    rows = [
+        {"kind": "train", "model": "tiny", "scheme": "rope", "span": "full", "path": "sdpa", "tokens_per_s": 120.0},
+        {"kind": "train", "model": "tiny", "scheme": "rope", "span": "full", "path": "hf_llama", "tokens_per_s": 100.0},
+        {"kind": "train", "model": "small", "scheme": "rope", "span": "full", "path": "sdpa", "tokens_per_s": 90.0},
+        {"kind": "train", "model": "small", "scheme": "rope", "span": "full", "path": "hf_llama", "tokens_per_s": 100.0},
+    ]
+    for span, s4, s16, mem in (("full", 1.0, 16.0, 4000.0), ("swa", 1.0, 4.5, 300.0)):
+        rows += [{"kind": "eval", "scheme": "alibi", "span": span, "length": 4096, "seconds": s4, "peak_mb": 50.0},
+                 {"kind": "eval", "scheme": "alibi", "span": span, "length": 16384, "seconds": s16, "peak_mb": mem}]
+    sweep = pd.DataFrame({"phase": ["training", "evaluation", "task generation"], "share": [0.7, 0.1, 0.2]})
+    lines = targets(pd.DataFrame(rows), (sweep, {}))
+    assert "`tiny`: fast path / HF Llama = 1.20 (target >= 1.0): met" in lines[0] + lines[1]
+    assert "`small`: fast path / HF Llama = 0.90 (target >= 1.0): NOT met" in lines[0] + lines[1]
+    assert any("alibi swa evaluation time 4K -> 16K: 4.50x (target <= 5x): met" in x for x in lines)
+    assert any("300 MB vs full 4000 MB = 0.07 (target <= 0.25): met" in x for x in lines)
+    assert lines[-1].startswith("- time outside training and evaluation in the sweep: 20.0%") and lines[-1].endswith(": met")
