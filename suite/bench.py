@@ -198,7 +198,7 @@ def eval_rows(lengths: list[int], schemes=("rope", "alibi"), max_quadratic_gib: 
     return rows
 
 
-def report(df: pd.DataFrame, peak: float, sweep: Optional[tuple]) -> str:
+def report(df: pd.DataFrame, peak: float, sweep: Optional[tuple], gpu_peak: Optional[float] = None) -> str:
     train = df[df.kind == "train"].pivot_table(index=["model", "scheme", "span"], columns="path", values="tokens_per_s")
     train["fast/reference"] = train["sdpa"] / train["reference"]
     if "hf_llama" in train:
@@ -228,6 +228,13 @@ def report(df: pd.DataFrame, peak: float, sweep: Optional[tuple]) -> str:
         lines += [f"### {scheme}", "", table.to_markdown(floatfmt=".2f"), ""]
         for note in e.dropna(subset=["note"]).itertuples() if "note" in e else []:
             lines.append(f"- {scheme} {note.span} at {note.length}: {note.note}")
+    lines += ["", "## GPU: bf16 training throughput and MFU", ""]
+    if gpu_peak is None:
+        lines.append("No CUDA device on this machine: not measured (the same command measures it on a GPU).")
+    else:
+        g = df[df.kind == "gpu_train"][["model", "scheme", "span", "path", "tokens_per_s", "mfu"]]
+        lines += [f"bf16 matmul peak measured in the same run: {gpu_peak:.0f} TFLOP/s. MFU = 6 x params x "
+                  "tokens/s over that peak (attention FLOPs left out).", "", g.to_markdown(index=False, floatfmt=".3f")]
     lines += ["", "## Targets", ""]
     lines += targets(df, sweep)
     if sweep is not None:
@@ -286,11 +293,17 @@ def main(argv=None) -> int:
     peak = matmul_peak_gflops()
     rows = training_rows(args.steps, args.batch, args.seq_len)
     rows += eval_rows([int(x) for x in args.lengths.split(",")])
+    gpu_peak = None
+    if torch.cuda.is_available():
+        from suite.bench_gpu import gpu_rows
+
+        gpu, gpu_peak = gpu_rows()
+        rows += gpu
     df = pd.DataFrame(rows)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     df.assign(matmul_peak_gflops=peak, batch=args.batch, seq_len=args.seq_len).to_csv(out / "bench.csv", index=False)
-    text = report(df, peak, breakdown(args.results, args.sweep))
+    text = report(df, peak, breakdown(args.results, args.sweep), gpu_peak)
     (out / "index.md").write_text(text)
     print(text)
     return 0
