@@ -145,9 +145,8 @@ class Attention(nn.Module):
                 return F.scaled_dot_product_attention(q, k, v, is_causal=True)
             # A fixed bias becomes the mask in place (one H x T x T tensor, not two); a layer
             # with another span rebuilds the bias it needs.
-            del ctx.cache[bias_key]
+            ctx.cache.pop(bias_key)
             mask = ctx.cached(mask_key, lambda: float_mask(bias, span.allowed(pos, pos), q.dtype, inplace=True))
-            del bias
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         if impl == "flex":
             return flex_attention_path(q, k, v, scheme, span, ctx)

@@ -114,3 +114,15 @@ def test_one_bias_scheme_on_layers_with_different_spans_equals_the_reference(sch
     tokens = torch.randint(0, model.spec.vocab_size, (2, 23))
     with torch.no_grad():
         assert torch.allclose(_run(model, tokens, "reference"), _run(model, tokens, "sdpa"), atol=1e-5)
+
+
+@pytest.mark.parametrize("span", list(SPAN_OVERRIDES))
+@pytest.mark.parametrize("scheme", sorted(SCHEMES))
+def test_the_forward_compiles_as_one_graph(scheme, span):
+    # the GPU recipe compiles the training step: no host sync or unsupported construct may split
+    # it (the aot_eager backend traces like inductor without needing a C++ compiler)
+    torch._dynamo.reset()
+    model = _model(f"position={scheme}", *SPAN_OVERRIDES[span]).train()
+    tokens = torch.randint(0, model.spec.vocab_size, (2, 23))
+    step = torch.compile(lambda t: _run(model, t, "sdpa"), backend="aot_eager", fullgraph=True)
+    assert torch.allclose(step(tokens), _run(model, tokens, "sdpa"), atol=1e-5)

@@ -139,16 +139,19 @@ class RoPE(PositionScheme):
         """(cos, sin for q, cos, sin for k, mscale), computed once per forward: every layer of a
         forward passes the same position tensors."""
         key = (self.training, dtype, pos_q.shape, pos_k.shape)
-        hit = self._memo
+        hit = None if torch.compiler.is_compiling() else self._memo  # a compiled graph dedupes on its own
         if hit is not None and hit[0] is pos_q and hit[1] is pos_k and hit[2] == key:
             return hit[3]
-        length = int(max(pos_q.max(), pos_k.max())) + 1
+        dynamic = not self.training and self.cfg.scaling != "none" and self.cfg.factor is None
+        # only a dynamic eval-time factor reads the length (a host sync, and a graph break under compile)
+        length = int(max(pos_q.max(), pos_k.max())) + 1 if dynamic else self.dims.train_len
         inv, divisor, mscale = self.frequencies(length)
         inv = inv.to(pos_q.device)
         cq = rope_cos_sin(pos_q / divisor, inv, dtype)
         ck = cq if pos_k is pos_q else rope_cos_sin(pos_k / divisor, inv, dtype)
         value = (*cq, *ck, mscale)
-        self._memo = (pos_q, pos_k, key, value)  # holds the tensors, so their ids stay theirs
+        if not torch.compiler.is_compiling():
+            self._memo = (pos_q, pos_k, key, value)  # holds the tensors, so their ids stay theirs
         return value
 
     def qk(self, q, k, pos_q, pos_k):  # q, k: (B, H, T, D)
