@@ -156,6 +156,25 @@ def _span_config(name: str, params: dict):
     return build_config("span", name, cls.Config, params)
 
 
+def _frozen(value):
+    """JSON lists back to tuples, so rebuilt configs hash like the originals."""
+    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
+
+
+def model_spec_from_dict(d: dict) -> ModelSpec:
+    """The ``ModelSpec`` stored as ``RunSpec.to_dict()["model"]``; unknown keys fail naming the valid ones."""
+    valid = {f.name for f in dataclasses.fields(ModelSpec)}
+    unknown = sorted(set(d) - valid)
+    if unknown:
+        raise ValueError(f"unknown model spec key(s) {unknown}; valid: {sorted(valid)}")
+    layers = tuple(
+        LayerSpec(layer["position"], _scheme_config(layer["position"], {k: _frozen(v) for k, v in layer["position_cfg"].items()}),
+                  layer["span"], _span_config(layer["span"], {k: _frozen(v) for k, v in layer["span_cfg"].items()}))
+        for layer in d["layers"]
+    )
+    return ModelSpec(**{**d, "layers": layers})
+
+
 def resolve_layers(position: dict, span: dict, pattern: dict, n_layers: int) -> tuple[LayerSpec, ...]:
     """Tile the pattern's layer kinds over the depth.
 

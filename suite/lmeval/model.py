@@ -15,7 +15,6 @@ Model args: ``run`` (a result JSON, a run's ``_work/<run_id>`` folder, or a run 
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 from pathlib import Path
 
@@ -27,37 +26,12 @@ from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
 from suite.model import PosBenchLM
-from suite.position import SCHEMES
-from suite.registry import build_config, lookup
-from suite.span import SPANS
-from suite.spec import LayerSpec, ModelSpec
+from suite.spec import model_spec_from_dict
 from suite.store import read_run
 from tasks.base import BOS_ID, EOS_ID, PAD_ID, VOCAB_SIZE, decode, encode
 
 log = logging.getLogger("posbench")
 DEFAULT_BATCH = 32
-
-
-def _frozen(value):
-    """JSON lists back to tuples, so the rebuilt configs hash like the originals."""
-    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
-
-
-def model_spec_from_dict(d: dict) -> ModelSpec:
-    """The ``ModelSpec`` stored as ``RunSpec.to_dict()["model"]``; unknown keys fail naming the valid ones."""
-    valid = {f.name for f in dataclasses.fields(ModelSpec)}
-    unknown = sorted(set(d) - valid)
-    if unknown:
-        raise ValueError(f"unknown model spec key(s) {unknown}; valid: {sorted(valid)}")
-    layers = []
-    for layer in d["layers"]:
-        pos, span = layer["position"], layer["span"]
-        pos_cfg = {k: _frozen(v) for k, v in layer["position_cfg"].items()}
-        span_cfg = {k: _frozen(v) for k, v in layer["span_cfg"].items()}
-        layers.append(LayerSpec(
-            pos, build_config("position", pos, lookup("position scheme", pos, SCHEMES).Config, pos_cfg),
-            span, build_config("span", span, lookup("span", span, SPANS).Config, span_cfg)))
-    return ModelSpec(**{**d, "layers": tuple(layers)})
 
 
 def resolve_run(run: str | Path, results_dir: str | Path = "results") -> Path:
