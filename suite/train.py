@@ -172,7 +172,7 @@ def train(
         tokens, mask = tokens.to(device), mask.to(device)
         if t.loss_on == "all":
             mask = tokens != PAD_ID
-        scored = int(mask[:, 1:].sum())  # over the global batch
+        scored = mask[:, 1:].sum()  # over the global batch, kept on the device (no host sync)
         tokens, mask = tokens[rows], mask[rows]
         for group in optimizer.param_groups:
             group["lr"] = t.lr * lr_at(step, spec)
