@@ -38,12 +38,15 @@ def spec_for(model: str, scheme: str, span: str, seq_len: int):
     return build(compose_config([f"model={model}", f"position={scheme}", *SPANS[span], f"train.seq_len={seq_len}"]))
 
 
-def _time_steps(step, steps: int) -> float:
-    for _ in range(2):
+def _time_steps(step, steps: int, warmup: int = 2, sync=lambda: None) -> float:
+    """Seconds per call of ``step`` after ``warmup`` calls; ``sync`` waits for queued device work."""
+    for _ in range(warmup):
         step()
+    sync()
     t0 = time.perf_counter()
     for _ in range(steps):
         step()
+    sync()
     return (time.perf_counter() - t0) / steps
 
 
@@ -183,9 +186,9 @@ def eval_rows(lengths: list[int], schemes=("rope", "alibi"), max_quadratic_gib: 
     scheme materializes an H x T x T mask; lengths whose mask would exceed ``max_quadratic_gib``
     are skipped and say so."""
     rows = []
+    mask_gib = {n: 8 * n * n * 4 / 2 ** 30 for n in lengths}  # small has 8 heads, float32
     for scheme in schemes:
         for span in ("full", "swa", "chunked"):
-            mask_gib = {n: 8 * n * n * 4 / 2 ** 30 for n in lengths}  # small has 8 heads, float32
             fits = [n for n in lengths if span != "full" or scheme == "rope" or mask_gib[n] <= max_quadratic_gib]
             seconds = _child(_TIME_CHILD, scheme, span, rounds, passes, ",".join(map(str, fits)))
             for n in lengths:

@@ -6,10 +6,9 @@ FLOPs left out, as in the usual estimate) over the bf16 matmul peak measured in 
 """
 from __future__ import annotations
 
-import time
-
 import torch
 
+from suite.bench import _time_steps
 from suite.config import compose_config
 from suite.model import PosBenchLM
 from suite.spec import build
@@ -19,14 +18,7 @@ SPAN_ARGS = {"full": ["span=full"], "swa": ["span=swa", "span.window=128"]}
 
 
 def _cuda_time(fn, reps: int) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t0) / reps
+    return _time_steps(fn, reps, warmup=3, sync=torch.cuda.synchronize)
 
 
 def bf16_matmul_peak_tflops(n: int = 8192, reps: int = 20) -> float:
