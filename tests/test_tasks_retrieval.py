@@ -6,7 +6,7 @@ import pytest
 
 from tasks import build_task
 from tasks.base import (
-    ANSWER_ID, ASSIGN_ID, BOS_ID, DOT_ID, NUMBER_IDS, QUERY_ID, SEP_ID, WORD_IDS, decode, encode,
+    ANSWER_ID, ASSIGN_ID, BOS_ID, DOT_ID, NUMBER_IDS, QUERY_ID, SEP_ID, WORD_IDS, decode,
 )
 
 RETRIEVAL = ["mqar", "niah_single", "niah_multikey", "niah_multivalue", "niah_multiquery"]
@@ -92,13 +92,10 @@ def test_exact_length_and_answers_recomputed_from_the_context(name, length):
 
 
 @pytest.mark.parametrize("name", ALL)
-def test_seeded_text_round_trips_and_scores(name):
+def test_a_wrong_last_answer_scores_zero_exact_and_half_the_items(name):
+    # determinism, text round trip and gold scoring hold for every task in test_tasks.py
     task = build_task(name)
     ex = task.generate(np.random.default_rng(5), 64)
-    assert ex.tokens == task.generate(np.random.default_rng(5), 64).tokens
-    assert ex.tokens != task.generate(np.random.default_rng(6), 64).tokens
-    assert encode(ex.text) == ex.tokens
-    assert task.score(ex, ex.tokens)["exact_match"] == 1.0
     wrong = list(ex.tokens)
     wrong[ex.answer_spans[-1][1] - 1] = BOS_ID
     scores = task.score(ex, wrong)
