@@ -138,7 +138,7 @@ def attention_probs(model, tokens: torch.Tensor) -> list[torch.Tensor]:
 def attention_mass(model, examples) -> list[dict]:
     """Rows ``{layer, segment, value}``: the share of attention that each answer-predicting
     query puts on each segment, averaged over examples and heads, plus ``entropy`` per layer."""
-    from suite.train import collate
+    from suite.batch import collate
 
     tokens, _ = collate(examples)
     probs = attention_probs(model, tokens)
@@ -194,7 +194,7 @@ def diagnostic_rows(model, examples, stage: str) -> list[dict]:
     the examples mark a needle, ``attn_mass`` (``at,layer,segment``; segment ``entropy`` holds
     the attention entropy).
     """
-    from suite.train import collate
+    from suite.batch import collate
 
     tokens, _ = collate(examples)
     T = tokens.shape[1]

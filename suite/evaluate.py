@@ -21,7 +21,7 @@ import torch
 from suite.evalsets import eval_set
 from suite.position import LengthUnsupported
 from suite.spec import RunSpec
-from suite.train import collate, next_token_loss
+from suite.batch import collate, next_token_loss
 
 
 def eval_lengths(spec: RunSpec) -> list[int]:

@@ -17,10 +17,10 @@ from typing import Callable, Optional
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from suite import distributed
+from suite.batch import make_batch, next_token_loss
 from suite.spec import RunSpec
 from tasks.base import PAD_ID
 
@@ -34,52 +34,6 @@ class TrainResult:
     resumed_from: int = 0
     history: list = field(default_factory=list)
     batch_s: float = 0.0  # of wall_s, the time spent generating batches
-
-
-def collate(examples):
-    """(tokens, answer_mask): tokens (B, L) long, padded with PAD; the mask marks answer tokens."""
-    L = max(len(ex.tokens) for ex in examples)
-    tokens = np.full((len(examples), L), PAD_ID, dtype=np.int64)
-    mask = np.zeros((len(examples), L), dtype=bool)
-    for i, ex in enumerate(examples):
-        tokens[i, : len(ex.tokens)] = ex.tokens
-        for s, e in ex.answer_spans:
-            mask[i, s:e] = True
-    return torch.from_numpy(tokens), torch.from_numpy(mask)
-
-
-def make_batch(tasks, rng: np.random.Generator, length: int, batch_size: int, min_length: Optional[int] = None):
-    """A fresh batch, an even mixture of ``tasks`` (a task or a list), padded to ``length``.
-
-    With ``min_length`` each example's length is drawn uniformly from [min_length, length], as in
-    Kazemnejad et al. 2023, so no answer sits at a fixed position; a task that cannot fit a drawn
-    length uses the full length.
-    """
-    tasks = tasks if isinstance(tasks, (list, tuple)) else [tasks]
-    examples = []
-    for i in range(batch_size):
-        task = tasks[i % len(tasks)]
-        n = length if min_length is None or min_length >= length else int(rng.integers(min_length, length + 1))
-        try:
-            examples.append(task.generate(rng, n))
-        except ValueError:
-            examples.append(task.generate(rng, length))
-    return collate(examples)
-
-
-def next_token_loss(logits, tokens, mask, reduction="mean", denominator=None):
-    """Cross-entropy of predicting tokens[:, 1:] from logits[:, :-1] where mask[:, 1:] is set.
-
-    The mean divides by the number of scored tokens, or by ``denominator`` when given (a share
-    of a global batch divides by the global count, so averaged gradients equal the global mean's).
-    """
-    target = tokens[:, 1:]
-    weight = mask[:, 1:].float()
-    nll = F.cross_entropy(logits[:, :-1].float().transpose(1, 2), target, reduction="none")  # (B, T-1)
-    if reduction == "none":
-        return nll, weight
-    count = weight.sum() if denominator is None else torch.as_tensor(denominator, dtype=weight.dtype)
-    return (nll * weight).sum() / count.clamp(min=1.0)
 
 
 def lr_at(step: int, spec: RunSpec) -> float:
