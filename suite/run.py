@@ -53,7 +53,8 @@ def run_columns(spec: RunSpec) -> dict:
     m = spec.model
     sizes = [layer.span_size for layer in m.layers if layer.span_size]
     return {
-        "run_id": run_id(spec), "sweep": spec.sweep, "spec_hash": spec.run_id, "git_sha": git_sha(),
+        "run_id": run_id(spec), "sweep": spec.sweep, "spec_hash": spec.run_id, "config_hash": spec.config_hash,
+        "code_digest": spec.code, "git_sha": git_sha(),
         "seed": spec.seed, "model": m.name, "n_layers": m.n_layers, "d_model": m.d_model, "n_heads": m.n_heads,
         "pattern": m.pattern, "positions": _joined(layer.position for layer in m.layers),
         "spans": _joined(layer.span for layer in m.layers), "window": min(sizes) if sizes else None,
@@ -163,8 +164,9 @@ def _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, 
             # the cell stays on the leaderboard, marked diverged, with the step it happened at
             rows = [{"task": t.name, "eval_len": spec.train.seq_len, "len_ratio": 1.0, "slice": "all",
                      "metric": metric, "value": value, "n": 0, "status": result.status}
-                    for t in spec.tasks
-                    for metric, value in (("exact_match", float("nan")), ("diverged_at_step", result.steps_done))]
+                    for t, task in tasks
+                    for metric, value in [*((m, float("nan")) for m in dict.fromkeys((task.primary_metric, "exact_match"))),
+                                          ("diverged_at_step", result.steps_done)]]
         timing["eval_s"] = time.perf_counter() - mark - timing.get("eval_sets_s", 0.0)
         wall = time.perf_counter() - t0
         stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
+from suite.codedigest import code_digest
 from suite.config import CONF_DIR
 from suite.position import SCHEMES, PositionConfig
 from suite.registry import build_config, lookup
@@ -110,6 +111,7 @@ class RunSpec:
     eval: EvalSpec
     seed: int
     sweep: str = field(default="dev", compare=False)
+    code: str = ""  # digest of the code that computes the numbers (suite.codedigest), part of the id
 
     def to_dict(self, drop_defaults: bool = False) -> dict:
         """The spec as plain data; ``drop_defaults`` leaves out fields at their declared default."""
@@ -127,10 +129,18 @@ class RunSpec:
 
     @property
     def run_id(self) -> str:
-        """Hash of the resolved spec. Fields at their declared defaults are left out, so adding an
-        option to the suite does not change the id of runs that do not use it."""
-        blob = json.dumps(self.to_dict(drop_defaults=True), sort_keys=True, default=str)
-        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+        """Hash of the resolved spec and the code digest. Fields at their declared defaults are
+        left out, so adding an option to the suite does not change the id of runs that do not use it."""
+        return _hash(self.to_dict(drop_defaults=True))
+
+    @property
+    def config_hash(self) -> str:
+        """Hash of everything but the seed: runs with equal config hashes form one leaderboard cell."""
+        return _hash({k: v for k, v in self.to_dict(drop_defaults=True).items() if k != "seed"})
+
+
+def _hash(d: dict) -> str:
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
 # --------------------------------------------------------------------------------------------
@@ -211,6 +221,15 @@ def resolve_layers(position: dict, span: dict, pattern: dict, n_layers: int) -> 
     return tuple(layers)
 
 
+def _size_tables(layer: LayerSpec, longest: int) -> LayerSpec:
+    """A position table left at ``max_positions: null`` covers the longest evaluation length, as
+    the ``wpe`` table of Kazemnejad et al. 2023 does: rows past the training length keep their
+    initial values and are scored, not reported unsupported."""
+    if "max_positions" in {f.name for f in dataclasses.fields(layer.position_cfg)} and layer.position_cfg.max_positions is None:
+        return dataclasses.replace(layer, position_cfg=dataclasses.replace(layer.position_cfg, max_positions=longest))
+    return layer
+
+
 def _task_spec(name: str, params: dict) -> TaskSpec:
     lookup("task", name, TASKS)
     build_task(name, **params)  # validates the parameters now, not mid-sweep
@@ -263,6 +282,8 @@ def build(cfg: DictConfig | dict) -> RunSpec:
                  f"eval.multiples={list(e['multiples'])}: every multiple of the training length must be >= 1")
 
         layers = resolve_layers(_plain(cfg.position), _plain(cfg.span), _plain(cfg.pattern), m["n_layers"])
+        longest = max(int(round(x * t["seq_len"])) for x in multiples)
+        layers = tuple(_size_tables(layer, longest) for layer in layers)
         for i, layer in enumerate(layers):
             table = getattr(layer.position_cfg, "max_positions", None)
             _require(table is None or table >= t["seq_len"],
@@ -288,4 +309,5 @@ def build(cfg: DictConfig | dict) -> RunSpec:
     )
     ev = EvalSpec(multiples=multiples, n_examples=e["n_examples"], batch_size=e["batch_size"], seed=e["seed"],
                   diagnostics=bool(e.get("diagnostics", False)), diagnostics_every=int(e.get("diagnostics_every", 0)))
-    return RunSpec(model=model, train=train, tasks=tasks, taskset=taskset, eval=ev, seed=int(cfg.seed), sweep=str(cfg.get("sweep_name", "dev")))
+    return RunSpec(model=model, train=train, tasks=tasks, taskset=taskset, eval=ev, seed=int(cfg.seed),
+                   sweep=str(cfg.get("sweep_name", "dev")), code=code_digest())
