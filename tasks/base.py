@@ -91,6 +91,8 @@ class Task(Protocol):
     """A seeded generator plus a scorer, independent of any model."""
 
     name: str
+    primary_metric: str  # the headline metric the leaderboard ranks by (a key of ``score``'s dict or
+                         # an evaluation-wide metric: token_accuracy, loss)
 
     def generate(self, rng: np.random.Generator, length: int) -> Example: ...
 

@@ -2,7 +2,9 @@
 
 The classic length-generalization probe (Kazemnejad et al. 2023, "The Impact of Positional
 Encoding on Length Generalization in Transformers"): ``<s> w1 .. wn | w1 .. wn``. Only the
-copy is scored. For an odd length a trailing ``</s>`` (not scored) makes up the count.
+copy is scored. With ``eos`` the answer ends with ``</s>``, so the model must also say where the
+copy stops, as a generating model must in that study. A trailing ``</s>`` (not scored) makes up
+the count when the length leaves one token over.
 
 With ``distinct`` (the default) words are drawn without replacement, so each word's successor
 is unambiguous and a one-token lookup (an induction head) suffices; past ``alphabet`` words the
@@ -15,18 +17,20 @@ from typing import Optional
 
 import numpy as np
 
-from tasks.base import BOS_ID, CONTENT_IDS, EOS_ID, SEP_ID, Example, exact_match
+from tasks.base import BOS_ID, CONTENT_IDS, EOS_ID, SEP_ID, Example, exact_match, too_short
 
 
 @dataclass(frozen=True)
 class Copy:
     name = "copy"
+    primary_metric = "token_accuracy"  # the headline metric: share of answer tokens right (exact match is 0 for every scheme soon past the training length)
     alphabet: Optional[int] = None  # distinct words to draw from; None: all content words and numbers
     distinct: bool = True
+    eos: bool = False  # the answer ends with </s> (scored): the model must say where the copy stops
 
     def __post_init__(self):
         if self.alphabet is not None and not 2 <= self.alphabet <= len(CONTENT_IDS):
-            raise ValueError(f"copy.alphabet={self.alphabet}: must be in [2, {len(CONTENT_IDS)}] (or null for all)")
+            raise ValueError(f"{self.name}.alphabet={self.alphabet}: must be in [2, {len(CONTENT_IDS)}] (or null for all)")
 
     @property
     def pool(self) -> np.ndarray:
@@ -39,15 +43,20 @@ class Copy:
         reps = -(-n // len(pool))
         return np.concatenate([rng.permutation(pool) for _ in range(reps)])[:n].tolist()
 
+    def target(self, seq: list[int]) -> list[int]:
+        """The answer for the sequence ``seq``: the copy itself."""
+        return seq
+
     def generate(self, rng: np.random.Generator, length: int) -> Example:
-        if length < 4:
-            raise ValueError(f"copy needs length >= 4, got {length}")
-        n = (length - 2) // 2
+        fixed = 3 if self.eos else 2  # <s>, |, and the closing </s>
+        if length < fixed + 2:
+            raise too_short(self.name, length, fixed + 2)
+        n = (length - fixed) // 2
         seq = self.sequence(rng, n)
-        tokens = [BOS_ID, *seq, SEP_ID, *seq]
-        if len(tokens) < length:
-            tokens.append(EOS_ID)
-        return Example(tokens=tokens, answer_spans=[(n + 2, 2 * n + 2)], meta={"n_items": n})
+        answer = self.target(seq) + ([EOS_ID] if self.eos else [])
+        tokens = [BOS_ID, *seq, SEP_ID, *answer]
+        tokens += [EOS_ID] * (length - len(tokens))
+        return Example(tokens=tokens, answer_spans=[(n + 2, n + 2 + len(answer))], meta={"n_items": n, "slices": {}})
 
     def score(self, example: Example, predicted: list[int]) -> dict[str, float]:
         return exact_match(example, predicted)

@@ -30,6 +30,7 @@ COMMON = TOKEN_ID["common"]
 @dataclass(frozen=True)
 class CommonWords:
     name = "cwe"
+    primary_metric = "string_match_all"  # the headline metric: RULER's string_match_all
     k: int = 2  # common words to name
     common_share: float = 0.5  # fraction of the list taken by the common words together
 

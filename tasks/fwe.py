@@ -53,6 +53,7 @@ def zipf_counts(n: int, n_words: int, alpha: float, k: int) -> np.ndarray:
 @dataclass(frozen=True)
 class FrequentWords:
     name = "fwe"
+    primary_metric = "string_match_all"  # the headline metric: RULER's string_match_all
     k: int = 2  # most frequent words to name
     alpha: float = 2.0  # Zipf exponent: rank r occurs in proportion to r ** -alpha
 

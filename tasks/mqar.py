@@ -43,6 +43,7 @@ def count_bucket(n: int) -> str:
 @dataclass(frozen=True)
 class Mqar:
     name = "mqar"
+    primary_metric = "string_match_all"  # the headline metric: share of queried values recalled (RULER's string_match_all)
     n_queries: int = 6  # queries after the pairs, each about a different key
     max_pairs: int = len(WORD_IDS)  # cap on the number of key-value pairs (178: every word)
     key_alphabet: Optional[int] = None  # keys are drawn from the first N words (None: all)

@@ -73,6 +73,7 @@ class NiahSingle(_Niah):
     """One needle ``key = value`` at a random (or pinned) depth; ``<s> .. key = value .. ? key : value``."""
 
     name = "niah_single"
+    primary_metric = "exact_match"  # the headline metric: the one answer right
     depth: Optional[float] = None  # None: uniform random depth; a float in [0, 1] pins it
 
     def __post_init__(self):
@@ -101,6 +102,7 @@ class NiahMultikey(_Niah):
     random order; the query asks the real key: ``.. k1 = v1 .. k2 = v2 .. ? k : v``."""
 
     name = "niah_multikey"
+    primary_metric = "exact_match"  # the headline metric: the one answer right
     n_distractors: int = 2  # needles with other keys besides the queried one
 
     def __post_init__(self):
@@ -130,6 +132,7 @@ class NiahMultivalue(_Niah):
     needle's."""
 
     name = "niah_multivalue"
+    primary_metric = "string_match_all"  # the headline metric: RULER's string_match_all
     n_values: int = 2  # needles (distinct values) for the one key
 
     def __post_init__(self):
@@ -156,6 +159,7 @@ class NiahMultiquery(_Niah):
     are the first queried needle's."""
 
     name = "niah_multiquery"
+    primary_metric = "string_match_all"  # the headline metric: RULER's string_match_all
     n_queries: int = 2  # needles, each queried once
 
     def __post_init__(self):

@@ -31,6 +31,7 @@ FACT_LEN, QUESTION_LEN = 7, 8  # "the R of E is V ." and "? what is the R of E :
 @dataclass(frozen=True)
 class QA:
     name = "qa"
+    primary_metric = "exact_match"  # the headline metric: the one answer right
     n_facts: int = 3  # facts in the context; one is asked about
 
     def __post_init__(self):

@@ -30,6 +30,7 @@ from tasks.base import (
 @dataclass(frozen=True)
 class CandidateRanking:
     name = "rank"
+    primary_metric = "reciprocal_rank"  # the headline metric: 1 / rank of the gold among the candidates
     n_pairs: int = 2  # key = value needles in the context; one is queried
     n_candidates: int = 4  # candidate answers to rank, the gold among them
 

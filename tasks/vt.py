@@ -39,6 +39,7 @@ HOLD = TOKEN_ID["hold"]
 @dataclass(frozen=True)
 class VariableTracking:
     name = "vt"
+    primary_metric = "string_match_all"  # the headline metric: share of the chain's variables named (RULER's string_match_all)
     n_chains: int = 1  # chains in the context: one queried, the others distractors
     hops: int = 4  # "y = x" links per chain; a chain has hops + 1 variables
 

@@ -32,7 +32,7 @@ from omegaconf import OmegaConf
 from suite.config import CONF_DIR
 from suite.evalsets import generate
 from tasks import TASKS, build_task
-from tasks.base import BOS_ID, Example, decode
+from tasks.base import BOS_ID, EOS_ID, Example, decode
 
 DEFAULT_LENGTHS = (32, 64)
 DEFAULT_N = 50
@@ -63,7 +63,8 @@ def example_docs(example: Example, length: int, index: int) -> list[dict]:
     start = 1 if tokens and tokens[0] == BOS_ID else 0
     docs = []
     for q, group in enumerate(groups):
-        answers = [decode(tokens[s:e]) for s, e in group]
+        # a closing </s> is where generation stops (``until``), so it is never among the words read
+        answers = [decode(tokens[s : e - (e - s > 1 and tokens[e - 1] == EOS_ID)]) for s, e in group]
         docs.append({"example": f"{length}/{index}", "length": length, "query": q,
                      "prompt": decode(tokens[start : group[0][0]]), "answers": answers, "target": " ".join(answers)})
     return docs
