@@ -32,8 +32,8 @@ sweep: install ## run a sweep (SWEEP=default|windows|hybrids|gpu), then its repo
 	$(BIN)/python -m suite.run +sweep=$(SWEEP) $(ARGS)
 	$(MAKE) --no-print-directory report SWEEP=$(SWEEP)
 
-report: install ## build reports/<sweep>/ from results/<sweep>/: leaderboards, MRR, plots (SWEEP=..., WANDB=offline|online)
-	$(BIN)/python -m suite.report $(SWEEP) $(if $(WANDB),--wandb $(WANDB))
+report: install ## build reports/<sweep>/ from results/<sweep>/: leaderboards, MRR, plots (SWEEP=..., METRIC=..., WANDB=offline|online)
+	$(BIN)/python -m suite.report $(SWEEP) $(if $(METRIC),--metric $(METRIC)) $(if $(WANDB),--wandb $(WANDB))
 
 bench: install ## measure speed and memory side by side; writes reports/perf/
 	$(BIN)/python -m suite.bench

@@ -1,5 +1,6 @@
 """Leaderboard tables against hand-computed values, and a report built from a fixture store."""
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -8,35 +9,44 @@ from suite import store
 from suite.report import render, tables
 
 
-def _board(rows):
-    return pd.DataFrame(rows, columns=["scheme", "task", "eval_len", "mean", "std", "n"])
+def _board(rows, train_len=32):
+    b = pd.DataFrame(rows, columns=["scheme", "task", "eval_len", "mean", "std", "n"])
+    return b.assign(train_len=train_len)
 
 
 def test_mrr_with_ties_by_hand():
     # cell (copy, 32): a=0.9, b=0.9, c=0.5 -> min ranks 1, 1, 3; average ranks 1.5, 1.5, 3
-    # cell (copy, 64): a=0.1, b=0.4, c=nan (unsupported, ranks last) -> ranks 2, 1, 3
+    # cell (copy, 64): a=0.1, b=0.4, c=nan (unsupported, ranks last) -> ranks 2, 1, 3; 64 > train_len: OOD
     board = _board([
         ("a", "copy", 32, 0.9, 0, 2), ("b", "copy", 32, 0.9, 0, 2), ("c", "copy", 32, 0.5, 0, 2),
         ("a", "copy", 64, 0.1, 0, 2), ("b", "copy", 64, 0.4, 0, 2), ("c", "copy", 64, math.nan, 0, 0),
     ])
     got = tables.mrr(board, tie="min").set_index("scheme")
-    assert got.loc["b", "mrr"] == pytest.approx((1 + 1) / 2)
-    assert got.loc["a", "mrr"] == pytest.approx((1 + 1 / 2) / 2)
-    assert got.loc["c", "mrr"] == pytest.approx((1 / 3 + 1 / 3) / 2)
-    assert list(got.index) == ["b", "a", "c"] and set(got.cells) == {2}
+    assert got.loc["b", "mrr_all"] == pytest.approx((1 + 1) / 2)
+    assert got.loc["a", "mrr_all"] == pytest.approx((1 + 1 / 2) / 2)
+    assert got.loc["c", "mrr_all"] == pytest.approx((1 / 3 + 1 / 3) / 2)
+    assert got.mrr_ood.to_dict() == pytest.approx({"b": 1, "a": 1 / 2, "c": 1 / 3})
+    assert list(got.index) == ["b", "a", "c"] and set(got.cells_all) == {2} and set(got.cells_ood) == {1}
     avg = tables.mrr(board, tie="average").set_index("scheme")
-    assert avg.loc["a", "mrr"] == pytest.approx((1 / 1.5 + 1 / 2) / 2)
-    assert avg.loc["b", "mrr"] == pytest.approx((1 / 1.5 + 1) / 2)
+    assert avg.loc["a", "mrr_all"] == pytest.approx((1 / 1.5 + 1 / 2) / 2)
+    assert avg.loc["b", "mrr_all"] == pytest.approx((1 / 1.5 + 1) / 2)
     with pytest.raises(ValueError, match="unknown tie rule 'dense'; valid: min, average"):
         tables.mrr(board, tie="dense")
 
 
-def _row(run, scheme, seed, task, eval_len, value, status="ok", pattern="uniform", metric="exact_match"):
-    return {"run_id": run, "sweep": "fx", "spec_hash": run, "git_sha": "abc", "seed": seed, "model": "tiny",
+def _row(run, scheme, seed, task, eval_len, value, status="ok", pattern="uniform", metric="token_accuracy",
+         config=None, digest="d1", steps=10, n=10, train_len=32):
+    return {"run_id": run, "sweep": "fx", "spec_hash": run, "config_hash": config or f"cfg-{scheme}",
+            "code_digest": digest, "git_sha": "abc", "seed": seed, "model": "tiny",
             "n_layers": 4, "d_model": 64, "n_heads": 4, "pattern": pattern, "positions": scheme, "spans": "full",
-            "window": None, "train_len": 32, "steps": 10, "task": task, "eval_len": eval_len,
-            "len_ratio": eval_len / 32, "slice": "all", "metric": metric, "value": value, "n": 10, "status": status,
-            "wall_s": 5.0, "timestamp": "2026-01-01T00:00:00+00:00", "eval_set": "h"}
+            "window": None, "train_len": train_len, "steps": steps, "task": task, "eval_len": eval_len,
+            "len_ratio": eval_len / train_len, "slice": "all", "metric": metric, "value": value, "n": n,
+            "status": status, "wall_s": 5.0, "timestamp": "2026-01-01T00:00:00+00:00", "eval_set": "h"}
+
+
+def frame(rows) -> pd.DataFrame:
+    """Rows as the store loads them (every column, in order)."""
+    return pd.DataFrame(rows, columns=store.COLUMNS)
 
 
 @pytest.fixture
@@ -49,7 +59,8 @@ def fixture_store(tmp_path):
     }
     for run, cells in runs.items():
         rows = [_row(run, c[0], c[1], "copy", c[2], c[3], *(c[4:] or ["ok"])) for c in cells]
-        rows.append(_row(run, cells[0][0], cells[0][1], "copy", 32, 0.5, metric="token_accuracy"))
+        # exact match is not copy's headline metric: only --metric exact_match reads it
+        rows.append(_row(run, cells[0][0], cells[0][1], "copy", 32, 0.5, metric="exact_match"))
         store.write_run(tmp_path, "fx", run, {"run_id": run, "sweep": "fx"}, rows)
     (tmp_path / "fx" / "junk.json").write_text("{not json")
     return tmp_path
@@ -59,33 +70,58 @@ def test_report_tables_from_a_fixture_store(fixture_store, tmp_path):
     with pytest.warns(UserWarning, match="junk.json"):
         df = store.load(fixture_store / "fx")
     board = tables.leaderboard(df).set_index(["scheme", "eval_len"])
+    assert set(board.metric) == {"token_accuracy"}
     assert board.loc[("rope", 32), "mean"] == pytest.approx(0.9)
     assert board.loc[("rope", 32), "std"] == pytest.approx(pd.Series([1.0, 0.8]).std())
     assert board.loc[("rope", 64), "n"] == 2 and board.loc[("alibi", 64), "n"] == 1
     assert board.loc[("learned", 64), "n"] == 0 and board.loc[("learned", 64), "status"] == "unsupported"
+    # two seeds: Student-t, 0.9 ± 12.706 * 0.1414 / sqrt(2), clipped to [0, 1]; one seed: Wilson over 10 examples
+    assert (board.loc[("rope", 32), "ci_low"], board.loc[("rope", 32), "ci_high"]) == (0.0, 1.0)
+    assert board.loc[("alibi", 32), "ci_low"] == pytest.approx(0.5958, abs=1e-4)
+    assert board.loc[("alibi", 32), "ci_high"] == pytest.approx(0.9821, abs=1e-4)
+    assert tables.leaderboard(df, metric="exact_match").set_index(["scheme", "eval_len"]).loc[
+        ("rope", 32), "mean"] == pytest.approx(0.5)
     mrr = tables.mrr(tables.leaderboard(df)).set_index("scheme")
-    # 32: rope 0.9, alibi 0.9 (tie, rank 1), learned 0.95 (rank 1) -> learned 1, rope 1/2, alibi 1/2
-    # 64: alibi 0.7 (1), rope 0.3 (2), learned unsupported (3)
-    assert mrr.loc["alibi", "mrr"] == pytest.approx((1 / 2 + 1) / 2)
-    assert mrr.loc["rope", "mrr"] == pytest.approx((1 / 2 + 1 / 2) / 2)
-    assert mrr.loc["learned", "mrr"] == pytest.approx((1 + 1 / 3) / 2)
+    # 32: rope 0.9, alibi 0.9 (tie, rank 2), learned 0.95 (rank 1) -> learned 1, rope 1/2, alibi 1/2
+    # 64 (OOD): alibi 0.7 (1), rope 0.3 (2), learned unsupported (3)
+    assert mrr.loc["alibi", "mrr_all"] == pytest.approx((1 / 2 + 1) / 2)
+    assert mrr.loc["rope", "mrr_all"] == pytest.approx((1 / 2 + 1 / 2) / 2)
+    assert mrr.loc["learned", "mrr_all"] == pytest.approx((1 + 1 / 3) / 2)
+    assert mrr.mrr_ood.to_dict() == pytest.approx({"alibi": 1, "rope": 1 / 2, "learned": 1 / 3})
     eff = tables.effective_length(tables.leaderboard(df), threshold=0.8)
     assert eff.loc["learned", "copy"] == 32 and eff.loc["rope", "copy"] == 32 and eff.loc["alibi", "copy"] == 32
     assert tables.effective_length(tables.leaderboard(df), threshold=0.6).loc["alibi", "copy"] == 64
 
     out = render.write(df, "fx", tmp_path / "reports" / "fx")
+    text = (out / "leaderboard.csv").read_text()
+    assert not re.search(r"\d\.\d{5,}", text)  # rounded to 4 decimals
     csv = pd.read_csv(out / "leaderboard.csv")
-    assert list(csv.columns) == ["scheme", "task", "eval_len", "mean", "std", "n"] and len(csv) == 6
+    assert list(csv.columns) == render.BOARD_CSV and len(csv) == 6
+    assert csv.set_index(["scheme", "eval_len"]).loc[("alibi", 32), "ci_low"] == 0.5958
     m = pd.read_csv(out / "mrr.csv")
-    assert list(m.columns) == ["scheme", "mrr", "cells"] and m.scheme.iloc[0] == "alibi"
+    assert list(m.columns) == ["scheme", "mrr_ood", "mrr_ood_low", "mrr_ood_high", "mrr_all", "mrr_all_low",
+                               "mrr_all_high", "cells_ood", "cells_all"] and m.scheme.iloc[0] == "alibi"
     md = (out / "index.md").read_text()
-    assert "ties share the best rank" in md and "unsupported" in md and "0.90 ± 0.14" in md
+    assert "ties share the best rank" in md and "unsupported" in md and "0.90 [0.60, 0.98]" in md
+    assert "| copy   | token_accuracy |" in md and "Student-t" in md and "Wilson" in md
+    assert "## Power" in md and "overlaps next" in md and "Warning" not in md
     page = (out / "index.html").read_text()
     assert "data:image/png;base64," in page and (out / "plots" / "copy.png").stat().st_size > 1000
 
 
+def test_cli_takes_a_metric_for_every_task(fixture_store, tmp_path, capsys):
+    from suite.report.__main__ import main
+
+    assert main(["fx", "--results", str(fixture_store), "--out", str(tmp_path / "rep"), "--metric", "exact_match"]) == 0
+    csv = pd.read_csv(tmp_path / "rep" / "fx" / "leaderboard.csv")
+    assert set(csv.metric) == {"exact_match"} and set(csv.eval_len) == {32} and set(csv["mean"]) == {0.5}
+    assert "every task is scored by exact_match" in (tmp_path / "rep" / "fx" / "index.md").read_text()
+    assert "MRR (OOD)" in capsys.readouterr().out
+
+
 def test_html_report_escapes_run_supplied_strings(fixture_store, tmp_path):
-    df = store.load(fixture_store / "fx").dropna(subset=["run_id"])
+    with pytest.warns(UserWarning, match="junk.json"):
+        df = store.load(fixture_store / "fx")
     df.loc[df.positions == "rope", "positions"] = "<script>alert(1)</script>"
     page = render.html_page(render.build(df, "<b>sweep</b>"), {"copy": b"png"})
     assert "<script>" not in page and "&lt;script&gt;" in page and "<b>sweep</b>" not in page

@@ -60,7 +60,7 @@ def test_report_logs_leaderboard_and_mrr_tables_offline(tmp_path, monkeypatch):
     assert board["columns"][:6] == ["scheme", "task", "eval_len", "mean", "std", "n"]
     assert {row[0] for row in board["data"]} == {"nope", "rope"} and len(board["data"]) == 4
     mrr = json.loads(next(runs[0].rglob("mrr_*.table.json")).read_text())
-    assert mrr["columns"][:2] == ["scheme", "mrr"] and len(mrr["data"]) == 2
+    assert mrr["columns"][:2] == ["scheme", "mrr_ood"] and len(mrr["data"]) == 2
     assert all(0 < row[1] <= 1 for row in mrr["data"])
 
 

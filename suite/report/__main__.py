@@ -1,4 +1,5 @@
-"""``python -m suite.report <sweep> [--results results] [--out reports] [--tie min|average] [--wandb offline|online]``."""
+"""``python -m suite.report <sweep> [--results results] [--out reports] [--tie min|average]
+[--metric METRIC] [--threshold X] [--wandb offline|online]``."""
 from __future__ import annotations
 
 import argparse
@@ -17,6 +18,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="reports")
     p.add_argument("--tie", default="min", choices=tables.TIE_RULES,
                    help="MRR tie rule: min (ties share the best rank) or average")
+    p.add_argument("--metric", default=None,
+                   help="score every task by this metric (default: each task's own headline metric)")
     p.add_argument("--threshold", type=float, default=render.THRESHOLD, help="effective-length threshold")
     p.add_argument("--wandb", choices=["offline", "online"], default=None,
                    help="also log the leaderboard and MRR to W&B as tables (offline: sync later)")
@@ -30,14 +33,15 @@ def main(argv: list[str] | None = None) -> int:
     if df.empty:
         print(f"no results under {folder}", file=sys.stderr)
         return 1
-    out = render.write(df, args.sweep, Path(args.out) / args.sweep, args.tie, args.threshold)
-    board = tables.leaderboard(df)
-    mrr = tables.mrr(board, args.tie)
-    print(mrr.to_string(index=False, float_format="{:.3f}".format))
+    r = render.build(df, args.sweep, args.tie, args.threshold, args.metric)
+    if r["warning"]:
+        print(f"warning: {r['warning']}", file=sys.stderr)
+    out = render.save(r, Path(args.out) / args.sweep)
+    print(render.mrr_display(r["mrr"]).to_string(index=False))
     if args.wandb:
         from suite.report.to_wandb import log_report
 
-        print(f"W&B ({args.wandb}): {log_report(board, mrr, args.sweep, mode=args.wandb)}")
+        print(f"W&B ({args.wandb}): {log_report(r['board'], r['mrr'], args.sweep, mode=args.wandb)}")
     print(f"report: {out}/index.md, {out}/index.html")
     return 0
 

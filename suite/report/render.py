@@ -1,9 +1,14 @@
-"""Write a sweep's report: index.md, a self-contained index.html (plots embedded), CSVs."""
+"""Write a sweep's report: index.md, a self-contained index.html (plots embedded), tidy CSVs.
+
+The numbers come from ``tables`` (leaderboard cells with 95 % intervals, MRR with bootstrap
+intervals, power), ``references`` (published results beside ours) and ``stats`` (the intervals).
+"""
 from __future__ import annotations
 
 import base64
 import html
 import io
+import os
 import platform
 from datetime import datetime, timezone
 from pathlib import Path
@@ -14,34 +19,39 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from suite.report import tables  # noqa: E402
+from suite.report import references, tables  # noqa: E402
 
 THRESHOLD = 0.8
+BOARD_CSV = ["scheme", "task", "eval_len", "metric", "mean", "ci_low", "ci_high", "std", "n_seeds", "status"]
+MRR_CSV = ["scheme", "mrr_ood", "mrr_ood_low", "mrr_ood_high", "mrr_all", "mrr_all_low", "mrr_all_high",
+           "cells_ood", "cells_all"]
 
 
 def _png(fig) -> bytes:
-    """The figure as PNG bytes; the figure is closed."""
+    """The figure as PNG bytes, cropped to what it draws (legends outside the axes included); closed."""
     fig.tight_layout()
     buf = io.BytesIO()
-    fig.savefig(buf, format="png")
+    fig.savefig(buf, format="png", bbox_inches="tight")
     plt.close(fig)
     return buf.getvalue()
 
 
 def plot_task(board: pd.DataFrame, task: str) -> bytes:
-    """Accuracy against eval length for one task, one line per scheme (mean ± std over seeds)."""
+    """The task's headline metric against eval length, one line per scheme: mean over seeds with
+    its 95 % interval as error bars; the legend sits right of the axes."""
     b = board[board.task == task]
     fig, ax = plt.subplots(figsize=(6, 3.6), dpi=100)
     for scheme, g in b.groupby("scheme"):
         g = g.sort_values("eval_len")
-        ax.errorbar(g.eval_len, g["mean"], yerr=g["std"], marker="o", ms=3, capsize=2, label=scheme)
+        yerr = [(g["mean"] - g.ci_low).clip(lower=0).fillna(0), (g.ci_high - g["mean"]).clip(lower=0).fillna(0)]
+        ax.errorbar(g.eval_len, g["mean"], yerr=yerr, marker="o", ms=3, capsize=2, label=scheme)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("eval length (tokens)")
-    ax.set_ylabel("reciprocal rank" if task in tables.PRIMARY else "exact match")
+    ax.set_ylabel(b.metric.iloc[0] if len(b) else "score")
     ax.set_ylim(-0.03, 1.03)
     ax.set_title(task)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
     return _png(fig)
 
 
@@ -101,24 +111,38 @@ def provenance(df: pd.DataFrame) -> dict:
     stamps = pd.to_datetime(runs.timestamp, errors="coerce", utc=True)
     return {
         "git commit": ", ".join(sorted(str(s) for s in runs.git_sha.dropna().unique())),
+        "code digest": ", ".join(sorted(str(s) for s in runs.code_digest.dropna().unique())) or "unknown",
         "runs": int(runs.run_id.nunique()),
         "seeds": ", ".join(str(int(s)) for s in sorted(runs.seed.dropna().unique())),
         "run wall time (sum)": f"{runs.wall_s.sum():.0f} s",
         "first / last run finished": f"{stamps.min():%Y-%m-%d %H:%M} / {stamps.max():%Y-%m-%d %H:%M} UTC",
         "report built": f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.machine()} "
-                        f"({platform.system()}, {__import__('os').cpu_count()} CPUs)",
+                        f"({platform.system()}, {os.cpu_count()} CPUs)",
     }
 
 
-def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = THRESHOLD) -> dict:
-    """Every table of the report, computed once."""
-    board = tables.leaderboard(df)
+def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = THRESHOLD,
+          metric: str | None = None) -> dict:
+    """Every table of the report, computed once. ``metric``: score every task by this metric
+    instead of the task's own headline metric."""
+    board = tables.leaderboard(df, metric)
+    mrr = tables.mrr_intervals(df, tie, metric)
+    power = tables.power(board)
+    ref = references.load(sweep)
+    task_names = sorted(df.task.dropna().unique())
     return {
-        "sweep": sweep, "board": board, "mrr": tables.mrr(board, tie), "tie": tie, "threshold": threshold,
+        "sweep": sweep, "board": board, "mrr": mrr, "tie": tie, "threshold": threshold, "metric": metric,
+        "metrics": pd.DataFrame({"task": task_names,
+                                 "metric": [tables.headline_metric(t, metric) for t in task_names]}),
         "tasks": sorted(board.task.unique()), "effective": tables.effective_length(board, threshold),
-        "breakdowns": {c: tables.breakdown(df, c) for c in tables.varied(df)},
+        "power": power, "tied_share": tables.tied_share(power),
+        "breakdowns": {c: tables.breakdown(df, c, metric) for c in tables.varied(df)},
         "recency": tables.recency_table(df), "recency_plot": plot_recency(df), "profile_plot": plot_profiles(df),
-        "provenance": provenance(df),
+        "provenance": provenance(df), "code_groups": tables.code_groups(df), "warning": tables.mixed_code_warning(df),
+        "reference": ref,
+        "ref_paper": references.paper_scores(ref) if ref else None,
+        "ref_ours": references.our_scores(ref, board, mrr) if ref else None,
+        "ref_agreement": references.agreement(ref, board, mrr) if ref else None,
     }
 
 
@@ -131,25 +155,85 @@ TIE_TEXT = {"min": "ties share the best rank of their group (1, 1, 3)",
 
 
 def _intro(r: dict) -> str:
-    return (f"Mean Reciprocal Rank over (task × eval length) cells: in each cell schemes are ranked by their "
-            f"mean score over seeds; {TIE_TEXT[r['tie']]}; an empty cell ranks last. Effective length: the "
-            f"longest eval length up to which the score stays at or above {r['threshold']:.2f}. "
-            f"Scores are exact match (reciprocal rank for ranking tasks), mean ± std over seeds.")
+    scored = (f"every task is scored by {r['metric']}" if r["metric"]
+              else "each task is scored by the headline metric it declares (table below)")
+    return (f"Scores: {scored}. A cell is one configuration (runs identical except for the seed, same "
+            f"config_hash) at one eval length; a scheme label that covers several configurations on one task "
+            f"carries the first characters of each configuration's hash in brackets (runs from different code "
+            f"are different configurations). Cells show the mean over seeds with a 95 % interval [low, high]: "
+            f"a Student-t interval over seeds (mean ± t(0.975, n-1) · sd / √n) when two or more seeds have a "
+            f"value; with one seed, a Wilson score interval over that run's examples. Intervals are clipped "
+            f"to [0, 1]. Effective length: the longest eval length up to which the mean stays at or above "
+            f"{r['threshold']:.2f}.")
+
+
+def _mrr_text(r: dict) -> str:
+    return (f"Mean Reciprocal Rank (Kazemnejad et al. 2023) over (task × eval length) cells: in each cell "
+            f"schemes are ranked by their mean score over seeds; {TIE_TEXT[r['tie']]}; an empty cell ranks "
+            f"last. OOD: cells beyond the training length (eval_len > train_len), the headline; all: every "
+            f"cell. Intervals: 95 % percentile bootstrap, {tables.BOOTSTRAP_REPS} replicates (seed "
+            f"{tables.BOOTSTRAP_SEED}), each resampling every (scheme, task)'s seeds with replacement and "
+            f"recomputing cell means, ranks and MRR. Sorted by OOD MRR; 'overlaps next' says whether a "
+            f"scheme's OOD interval overlaps the next-ranked scheme's: overlapping neighbours are not "
+            f"separated by this sweep, and their order may be noise.")
+
+
+def _power_text(r: dict) -> str:
+    return (f"Spread: best minus worst scheme mean at the first eval length beyond training (smallest "
+            f"len_ratio > 1). Tied cells: eval lengths where best minus worst scheme mean is below "
+            f"{tables.TIED_BELOW} (cells with at least two scheme means). Overall, "
+            f"{'no' if pd.isna(r['tied_share']) else format(r['tied_share'], '.0%')} of cells are tied "
+            f"across all schemes.")
+
+
+def mrr_display(m: pd.DataFrame) -> pd.DataFrame:
+    def cell(name):
+        return [f"{a:.2f} [{lo:.2f}, {hi:.2f}]" if pd.notna(a) else "—"
+                for a, lo, hi in zip(m[name], m[f"{name}_low"], m[f"{name}_high"])]
+
+    return pd.DataFrame({"scheme": m.scheme, "MRR (OOD)": cell("mrr_ood"), "MRR (all)": cell("mrr_all"),
+                         "cells OOD": m.cells_ood, "cells all": m.cells_all, "overlaps next": m.overlaps_next})
+
+
+def _ref_display(t: pd.DataFrame, whose: str) -> pd.DataFrame:
+    """Scores to 3 decimals; 'no score' for a scheme we ran without a value, '—' for one we did not run."""
+    shown = t.map(lambda v: "—" if pd.isna(v) else "no score" if v == references.EMPTY else f"{v:.3f}")
+    return shown.rename_axis(whose)
+
+
+def _ref_texts(r: dict) -> list[str]:
+    ref = r["reference"]
+    return [f"Source: {ref['source']}", f"Their setup: {ref['context']}",
+            f"Published: {ref['metric']}; then ours under their scheme names (mean over eval lengths beyond "
+            f"training of our headline metric; MRR: our OOD MRR). The metrics differ, so compare orderings: "
+            f"Kendall's tau between the published and our order of the schemes both report, and the pairs "
+            f"ordered oppositely (a tie on either side is no disagreement)."]
 
 
 def markdown(r: dict) -> str:
-    out = [f"# PosBench leaderboard: `{r['sweep']}`", "", _intro(r), "", "## Mean Reciprocal Rank", "",
-           r["mrr"].to_markdown(index=False, floatfmt=".3f"), ""]
+    out = [f"# PosBench leaderboard: `{r['sweep']}`", ""]
+    if r["warning"]:
+        out += [f"> **Warning: {r['warning']}**", ""]
+    out += [_intro(r), "", r["metrics"].to_markdown(index=False), "",
+            "## Mean Reciprocal Rank", "", _mrr_text(r), "", mrr_display(r["mrr"]).to_markdown(index=False), ""]
     for task in r["tasks"]:
         out += [f"## {task}", "", tables.pivot(r["board"], task).to_markdown(), "",
                 f"![{task}](plots/{task}.png)", ""]
+    out += ["## Power", "", _power_text(r), "", r["power"].to_markdown(index=False, floatfmt=".2f"), ""]
+    if r["reference"]:
+        texts = _ref_texts(r)
+        out += ["## Published results", "", texts[0], "", texts[1], "", texts[2], "",
+                _ref_display(r["ref_paper"], "published").to_markdown(disable_numparse=True), "",
+                _ref_display(r["ref_ours"], "ours").to_markdown(disable_numparse=True), "",
+                r["ref_agreement"].to_markdown(index=False, floatfmt=".2f"), ""]
     out += ["## Effective length", "", r["effective"].to_markdown(), ""]
     if not r["recency"].empty:
         out += ["## Recency gap (diagnostics)", "", RECENCY_TEXT, "", r["recency"].to_markdown(floatfmt=".3f"), "",
                 "![recency](plots/recency.png)", "", "![profiles](plots/profiles.png)", ""]
     for column, t in r["breakdowns"].items():
         out += [f"## By {column}", "", t.to_markdown(floatfmt=".3f"), ""]
-    out += ["## Provenance", ""] + [f"- {k}: {v}" for k, v in r["provenance"].items()] + [""]
+    out += ["## Provenance", ""] + [f"- {k}: {v}" for k, v in r["provenance"].items()]
+    out += ["", r["code_groups"].to_markdown(index=False), ""]
     return "\n".join(out)
 
 
@@ -159,12 +243,23 @@ def _table_html(t: pd.DataFrame, index: bool = True, floatfmt: str = "{:.3f}") -
 
 def html_page(r: dict, plots: dict[str, bytes]) -> str:
     esc = html.escape
-    parts = [f"<h1>PosBench leaderboard: <code>{esc(r['sweep'])}</code></h1>", f"<p>{esc(_intro(r))}</p>",
-             "<h2>Mean Reciprocal Rank</h2>", _table_html(r["mrr"], index=False)]
+    parts = [f"<h1>PosBench leaderboard: <code>{esc(r['sweep'])}</code></h1>"]
+    if r["warning"]:
+        parts += [f"<p class='warn'>Warning: {esc(r['warning'])}</p>"]
+    parts += [f"<p>{esc(_intro(r))}</p>", _table_html(r["metrics"], index=False),
+              "<h2>Mean Reciprocal Rank</h2>", f"<p>{esc(_mrr_text(r))}</p>",
+              _table_html(mrr_display(r["mrr"]), index=False)]
     for task in r["tasks"]:
         img = base64.b64encode(plots[task]).decode()
         parts += [f"<h2>{esc(task)}</h2>", _table_html(tables.pivot(r["board"], task)),
                   f'<img alt="{esc(task)}" src="data:image/png;base64,{img}">']
+    parts += ["<h2>Power</h2>", f"<p>{esc(_power_text(r))}</p>",
+              _table_html(r["power"], index=False, floatfmt="{:.2f}")]
+    if r["reference"]:
+        parts += ["<h2>Published results</h2>"] + [f"<p>{esc(t)}</p>" for t in _ref_texts(r)]
+        parts += [_table_html(_ref_display(r["ref_paper"], "published")),
+                  _table_html(_ref_display(r["ref_ours"], "ours")),
+                  _table_html(r["ref_agreement"], index=False, floatfmt="{:.2f}")]
     parts += ["<h2>Effective length</h2>", _table_html(r["effective"], floatfmt="{:.0f}")]
     if not r["recency"].empty:
         img = base64.b64encode(r["recency_plot"]).decode()
@@ -175,17 +270,18 @@ def html_page(r: dict, plots: dict[str, bytes]) -> str:
     for column, t in r["breakdowns"].items():
         parts += [f"<h2>By {esc(column)}</h2>", _table_html(t)]
     parts += ["<h2>Provenance</h2><ul>"] + [f"<li>{esc(k)}: {esc(str(v))}</li>" for k, v in r["provenance"].items()]
-    parts += ["</ul>"]
+    parts += ["</ul>", _table_html(r["code_groups"], index=False)]
     style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
              "table{border-collapse:collapse;margin:1em 0}td,th{padding:3px 8px;border-bottom:1px solid #ddd;"
-             "text-align:right}img{max-width:100%}")
+             "text-align:right}img{max-width:100%}.warn{background:#fde2e1;border:1px solid #d33;padding:.5em;"
+             "font-weight:bold}")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>PosBench: {esc(r['sweep'])}</title>"
             f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")
 
 
-def write(df: pd.DataFrame, sweep: str, out_dir: Path, tie: str = "min", threshold: float = THRESHOLD) -> Path:
-    """Write index.md, index.html, leaderboard.csv, mrr.csv and plots/ under ``out_dir``."""
-    r = build(df, sweep, tie, threshold)
+def save(r: dict, out_dir: Path) -> Path:
+    """Write a built report ``r`` as index.md, index.html, leaderboard.csv, mrr.csv, power.csv and
+    plots/ under ``out_dir``; CSV numbers rounded to 4 decimals."""
     out_dir = Path(out_dir)
     (out_dir / "plots").mkdir(parents=True, exist_ok=True)
     plots = {task: plot_task(r["board"], task) for task in r["tasks"]}
@@ -194,8 +290,16 @@ def write(df: pd.DataFrame, sweep: str, out_dir: Path, tie: str = "min", thresho
     if r["recency_plot"] is not None:
         (out_dir / "plots" / "recency.png").write_bytes(r["recency_plot"])
         (out_dir / "plots" / "profiles.png").write_bytes(r["profile_plot"])
-    r["board"][["scheme", "task", "eval_len", "mean", "std", "n"]].to_csv(out_dir / "leaderboard.csv", index=False)
-    r["mrr"].to_csv(out_dir / "mrr.csv", index=False)
+    board = r["board"].rename(columns={"n": "n_seeds"})[BOARD_CSV]
+    board.round(4).to_csv(out_dir / "leaderboard.csv", index=False)
+    r["mrr"][MRR_CSV].round(4).to_csv(out_dir / "mrr.csv", index=False)
+    r["power"].round(4).to_csv(out_dir / "power.csv", index=False)
     (out_dir / "index.md").write_text(markdown(r))
     (out_dir / "index.html").write_text(html_page(r, plots))
     return out_dir
+
+
+def write(df: pd.DataFrame, sweep: str, out_dir: Path, tie: str = "min", threshold: float = THRESHOLD,
+          metric: str | None = None) -> Path:
+    """Build the report of ``df`` and ``save`` it under ``out_dir``."""
+    return save(build(df, sweep, tie, threshold, metric), out_dir)

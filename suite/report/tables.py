@@ -1,18 +1,46 @@
 """Leaderboard tables computed from the long-format results store.
 
-* ``leaderboard``: mean and spread over seeds of the primary metric per scheme x task x eval length.
-* ``mrr``: Mean Reciprocal Rank across (task x eval length) cells, the ranking of Kazemnejad et al.
-  2023 ("The Impact of Positional Encoding on Length Generalization in Transformers").
+* ``leaderboard``: per scheme x task x eval length, the mean over seeds of the task's headline
+  metric with a 95 % interval (Student-t over seeds; Wilson over examples for a single seed).
+  A cell holds only runs that share ``config_hash`` (identical except for the seed).
+* ``mrr`` / ``mrr_intervals``: Mean Reciprocal Rank across (task x eval length) cells, the ranking
+  of Kazemnejad et al. 2023 ("The Impact of Positional Encoding on Length Generalization in
+  Transformers"), over out-of-distribution cells (their headline) and over all cells, with a
+  percentile bootstrap interval that resamples each cell's seeds.
+* ``power``: how much the sweep can tell schemes apart: spread at the first length beyond
+  training, share of cells where every scheme ties.
 * ``effective_length``: the longest eval length up to which a scheme stays at or above a threshold.
 * ``breakdown``: the same metric by any setting the sweep varies (span, window, pattern, size, ...).
+* ``code_groups``: runs by (git_sha, code_digest), to catch numbers computed by different code.
 """
 from __future__ import annotations
 
-import pandas as pd
+import hashlib
+import math
 
-PRIMARY = {"rank": "reciprocal_rank"}  # tasks whose headline metric is not exact match
+import numpy as np
+import pandas as pd
+from scipy.stats import rankdata
+
+from suite.report import stats
+from tasks import TASKS
+
 TIE_RULES = ("min", "average")
 BREAKDOWN_COLUMNS = ("spans", "window", "pattern", "model", "train_len")
+# what a run's configuration is made of, for rows written before ``config_hash`` existed
+CONFIG_COLUMNS = ("model", "n_layers", "d_model", "n_heads", "pattern", "positions", "spans", "window",
+                  "train_len", "steps")
+BOOTSTRAP_REPS = 1000
+BOOTSTRAP_SEED = 0
+TIED_BELOW = 0.01  # a cell is tied when best minus worst scheme mean is below this
+
+
+def headline_metric(task: str, metric: str | None = None) -> str:
+    """``metric`` when given (one metric for every task), else the task's declared
+    ``primary_metric``; exact_match for a task this code does not know."""
+    if metric:
+        return metric
+    return getattr(TASKS.get(task), "primary_metric", "exact_match")
 
 
 def scheme_label(row) -> str:
@@ -26,55 +54,215 @@ def scheme_label(row) -> str:
     return label
 
 
-def primary(df: pd.DataFrame) -> pd.DataFrame:
-    """Overall rows of each task's headline metric (exact match; reciprocal rank for ranking tasks),
-    with a ``scheme`` column; cells that are not ``ok`` keep their status and a NaN value."""
+def config_key(df: pd.DataFrame) -> pd.Series:
+    """Each row's ``config_hash``; for rows without one (older stores), a hash of CONFIG_COLUMNS."""
+    fallback = df[list(CONFIG_COLUMNS)].apply(lambda r: "|".join(map(str, r)), axis=1)
+    fallback = fallback.map(lambda s: hashlib.sha1(s.encode()).hexdigest()[:12])
+    if "config_hash" not in df:
+        return fallback
+    return df["config_hash"].where(df["config_hash"].notna(), fallback).astype(str)
+
+
+def primary(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
+    """Overall rows of each task's headline metric (or of ``metric`` for every task), with
+    ``config`` and ``scheme`` columns; cells that are not ``ok`` keep their status and a NaN value.
+
+    A scheme label that covers more than one configuration on one task gets the first six
+    characters of each configuration's hash appended ("rope [1a2b3c]") on every task, so no cell
+    pools them. One model per task (a config hash per task) is no reason to split a label.
+    """
     if df.empty:
-        return df.assign(scheme=pd.Series(dtype=str))
-    want = df.task.map(lambda t: PRIMARY.get(t, "exact_match"))
+        return df.assign(scheme=pd.Series(dtype=str), config=pd.Series(dtype=str))
+    want = df.task.map(lambda t: headline_metric(t, metric))
     d = df[(df.slice == "all") & (df.metric == want)].copy()
-    d["scheme"] = d.apply(scheme_label, axis=1)
+    if d.empty:
+        return d.assign(scheme=pd.Series(dtype=str), config=pd.Series(dtype=str))
+    d["config"] = config_key(d)
+    base = d.apply(scheme_label, axis=1)
+    per_task = d.config.groupby([base, d.task]).transform("nunique")
+    split = per_task.groupby(base).transform("max") > 1
+    d["scheme"] = base.where(~split, base + " [" + d.config.str[:6] + "]")
     d.loc[d.status != "ok", "value"] = float("nan")
     return d
 
 
-def leaderboard(df: pd.DataFrame) -> pd.DataFrame:
-    """Long table ``scheme, task, eval_len, mean, std, n`` (n: seeds with a value) plus ``status``
-    (``ok`` or why the cell is empty)."""
-    d = primary(df)
-    g = d.groupby(["scheme", "task", "eval_len"], sort=True)
-    out = g.value.agg(mean="mean", std="std", n="count").reset_index()
-    out["std"] = out["std"].fillna(0.0).where(out["n"] > 0)
-    why = g.status.agg(lambda s: "ok" if (s == "ok").any() else s.mode().iloc[0]).reset_index(drop=True)
-    out["status"] = why.values
-    return out
+def _cell(g: pd.DataFrame) -> pd.Series:
+    """One leaderboard cell from its runs' rows: mean, std, n (seeds with a value), interval, status."""
+    v = g.value.dropna()
+    n = len(v)
+    if n >= 2:
+        low, high = stats.t_interval(v)
+    elif n == 1:
+        low, high = stats.wilson_interval(float(v.iloc[0]), g.loc[v.index, "n"].iloc[0])
+    else:
+        low = high = math.nan
+    return pd.Series({
+        "metric": g.metric.iloc[0], "train_len": g.train_len.iloc[0], "config": g.config.iloc[0],
+        "mean": v.mean() if n else math.nan, "std": v.std() if n > 1 else (0.0 if n else math.nan),
+        "n": n, "ci_low": low, "ci_high": high,
+        "status": "ok" if (g.status == "ok").any() else g.status.mode().iloc[0],
+    })
+
+
+def leaderboard(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
+    """Long table ``scheme, task, eval_len, mean, std, n, ci_low, ci_high, metric, train_len, config,
+    status``: n is the number of seeds with a value, the interval is ``stats.t_interval`` over seeds
+    (``stats.wilson_interval`` over the run's examples when one seed has a value), status is ``ok``
+    or why the cell is empty."""
+    d = primary(df, metric)
+    cols = ["scheme", "task", "eval_len", "mean", "std", "n", "ci_low", "ci_high", "metric", "train_len",
+            "config", "status"]
+    if d.empty:
+        return pd.DataFrame(columns=cols)
+    out = d.groupby(["scheme", "task", "eval_len"], sort=True).apply(_cell, include_groups=False).reset_index()
+    out["n"] = out["n"].astype(int)
+    return out[cols]
+
+
+def _arrays(board: pd.DataFrame):
+    """Board as arrays over (scheme, cell): mean scores, presence, out-of-distribution mask."""
+    schemes = sorted(board.scheme.unique())
+    cells = sorted(set(zip(board.task, board.eval_len)))
+    si = {s: i for i, s in enumerate(schemes)}
+    ci = {c: i for i, c in enumerate(cells)}
+    scores = np.full((len(schemes), len(cells)), np.nan)
+    present = np.zeros(scores.shape, bool)
+    ood = np.zeros(scores.shape, bool)
+    for r in board.itertuples(index=False):
+        i, j = si[r.scheme], ci[(r.task, r.eval_len)]
+        scores[i, j], present[i, j], ood[i, j] = r.mean, True, r.eval_len > r.train_len
+    return schemes, cells, scores, present, ood
+
+
+def _mrr(scores: np.ndarray, present: np.ndarray, ood: np.ndarray, tie: str):
+    """Per replicate and scheme, MRR over OOD cells and over all cells.
+
+    ``scores``: (R, S, C) cell means (NaN: empty cell, ranks below every scheme with a score);
+    ``present``/``ood``: (S, C). Absent schemes neither take a rank nor count in a mean.
+    Returns two (R, S) arrays, NaN where a scheme has no such cell.
+    """
+    s = np.where(present, np.nan_to_num(scores, nan=-1.0), -np.inf)
+    rr = 1.0 / rankdata(-s, method=tie, axis=1)
+
+    def mean_over(mask):
+        cnt = mask.sum(axis=1)
+        total = np.where(mask, rr, 0.0).sum(axis=2)
+        return np.where(cnt > 0, total / np.maximum(cnt, 1), np.nan)
+
+    return mean_over(present & ood), mean_over(present)
+
+
+def _check_tie(tie: str) -> None:
+    if tie not in TIE_RULES:
+        raise ValueError(f"unknown tie rule {tie!r}; valid: {', '.join(TIE_RULES)}")
+
+
+def _sorted(out: pd.DataFrame) -> pd.DataFrame:
+    return out.sort_values(["mrr_ood", "mrr_all", "scheme"], ascending=[False, False, True],
+                           na_position="last").reset_index(drop=True)
 
 
 def mrr(board: pd.DataFrame, tie: str = "min") -> pd.DataFrame:
-    """Per scheme: mean over (task, eval length) cells of 1 / rank of its mean score in that cell.
+    """Per scheme: mean over (task, eval length) cells of 1 / rank of its mean score in that cell,
+    over out-of-distribution cells (eval_len > train_len) and over all cells (Kazemnejad et al. 2023).
 
     ``tie="min"``: tied schemes share the best rank of their group (1, 1, 3); ``tie="average"``:
     they share the mean of the ranks they span (1.5, 1.5, 3). An empty cell (unsupported,
-    diverged, failed) ranks below every scheme with a score.
+    diverged, failed) ranks below every scheme with a score. Columns ``scheme, mrr_ood, mrr_all,
+    cells_ood, cells_all``, sorted by OOD MRR.
     """
-    if tie not in TIE_RULES:
-        raise ValueError(f"unknown tie rule {tie!r}; valid: {', '.join(TIE_RULES)}")
-    b = board.copy()
-    b["score"] = b["mean"].fillna(-1.0)
-    b["rank"] = b.groupby(["task", "eval_len"]).score.rank(method=tie, ascending=False)
-    b["rr"] = 1.0 / b["rank"]
-    out = b.groupby("scheme").agg(mrr=("rr", "mean"), cells=("rr", "size")).reset_index()
-    return out.sort_values(["mrr", "scheme"], ascending=[False, True]).reset_index(drop=True)
+    _check_tie(tie)
+    schemes, _, scores, present, ood = _arrays(board)
+    m_ood, m_all = _mrr(scores[None], present, ood, tie)
+    return _sorted(pd.DataFrame({"scheme": schemes, "mrr_ood": m_ood[0], "mrr_all": m_all[0],
+                                 "cells_ood": (present & ood).sum(1), "cells_all": present.sum(1)}))
+
+
+def _bootstrap_scores(d: pd.DataFrame, schemes, cells, reps: int, seed: int) -> np.ndarray:
+    """(reps, S, C) cell means, each replicate resampling with replacement the runs (seeds) of
+    every (scheme, task), a run's eval lengths kept together."""
+    rng = np.random.default_rng(seed)
+    si = {s: i for i, s in enumerate(schemes)}
+    ci = {c: i for i, c in enumerate(cells)}
+    out = np.full((reps, len(schemes), len(cells)), np.nan)
+    for (scheme, task), g in d.groupby(["scheme", "task"], sort=True):
+        runs = g.groupby(["run_id", "eval_len"]).value.mean().unstack()  # (runs, eval lengths)
+        v = runs.to_numpy(float)
+        x = v[rng.integers(0, len(v), size=(reps, len(v)))]  # (reps, runs, eval lengths)
+        cnt = (~np.isnan(x)).sum(axis=1)
+        means = np.where(cnt > 0, np.nansum(x, axis=1) / np.maximum(cnt, 1), np.nan)
+        out[:, si[scheme], [ci[(task, e)] for e in runs.columns]] = means
+    return out
+
+
+def mrr_intervals(df: pd.DataFrame, tie: str = "min", metric: str | None = None,
+                  reps: int = BOOTSTRAP_REPS, seed: int = BOOTSTRAP_SEED) -> pd.DataFrame:
+    """``mrr`` of the sweep's leaderboard with 95 % percentile bootstrap intervals (Efron and
+    Tibshirani 1993): each of ``reps`` replicates resamples every (scheme, task)'s runs with
+    replacement, recomputes cell means, ranks and both MRRs; a fixed ``seed`` makes it reproducible.
+
+    Columns ``scheme, mrr_ood, mrr_ood_low, mrr_ood_high, mrr_all, mrr_all_low, mrr_all_high,
+    cells_ood, cells_all, overlaps_next`` sorted by OOD MRR; ``overlaps_next`` says whether a
+    scheme's OOD interval overlaps the next-ranked scheme's ("yes"/"no", "" for the last).
+    """
+    _check_tie(tie)
+    board = leaderboard(df, metric)
+    schemes, cells, _, present, ood = _arrays(board)
+    samples = _bootstrap_scores(primary(df, metric), schemes, cells, reps, seed)
+    b_ood, b_all = _mrr(samples, present, ood, tie)
+    out = mrr(board, tie).set_index("scheme").loc[schemes]
+    for name, b in (("mrr_ood", b_ood), ("mrr_all", b_all)):
+        out[f"{name}_low"], out[f"{name}_high"] = stats.percentile_interval(b)
+    out = _sorted(out.reset_index())
+    lo, hi = out.mrr_ood_low.to_numpy(), out.mrr_ood_high.to_numpy()
+    out["overlaps_next"] = [("yes" if lo[i] <= hi[i + 1] and lo[i + 1] <= hi[i] else "no")
+                            if i + 1 < len(out) and not np.isnan([lo[i], hi[i], lo[i + 1], hi[i + 1]]).any()
+                            else "" for i in range(len(out))]
+    return out[["scheme", "mrr_ood", "mrr_ood_low", "mrr_ood_high", "mrr_all", "mrr_all_low", "mrr_all_high",
+                "cells_ood", "cells_all", "overlaps_next"]]
+
+
+def power(board: pd.DataFrame, tied_below: float = TIED_BELOW) -> pd.DataFrame:
+    """Per task: ``spread``, best minus worst scheme mean at the first eval length beyond training
+    (smallest len_ratio > 1), and ``tied_cells`` of ``cells``, the eval lengths where best minus
+    worst scheme mean is below ``tied_below`` (cells with at least two scheme means count)."""
+    rows = []
+    b = board.assign(len_ratio=board.eval_len / board.train_len)
+
+    def gap(means):
+        return means.max() - means.min() if means.count() >= 2 else math.nan
+
+    for task, g in b.groupby("task", sort=True):
+        beyond = g[g.len_ratio > 1]
+        first = beyond[beyond.len_ratio == beyond.len_ratio.min()]
+        gaps = g.groupby("eval_len")["mean"].agg(gap).dropna()
+        tied = int((gaps < tied_below).sum())
+        rows.append({"task": task, "metric": g.metric.iloc[0],
+                     "first_ood_len": int(first.eval_len.min()) if len(first) else None,
+                     "spread": gap(first["mean"]) if len(first) else math.nan,
+                     "tied_cells": tied, "cells": len(gaps), "tied_share": tied / len(gaps) if len(gaps) else math.nan})
+    return pd.DataFrame(rows, columns=["task", "metric", "first_ood_len", "spread", "tied_cells", "cells",
+                                       "tied_share"])
+
+
+def tied_share(power_table: pd.DataFrame) -> float:
+    """Share of all (task, eval length) cells in which every scheme ties."""
+    cells = power_table.cells.sum()
+    return power_table.tied_cells.sum() / cells if cells else math.nan
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.2f}"
 
 
 def pivot(board: pd.DataFrame, task: str) -> pd.DataFrame:
-    """Scheme x eval length for one task: 'mean ± std' strings, or the reason a cell is empty."""
+    """Scheme x eval length for one task: 'mean [ci_low, ci_high]' strings, or why a cell is empty."""
     b = board[board.task == task]
 
     def cell(r):
         if r["n"] == 0:
             return r["status"]
-        return f"{r['mean']:.2f} ± {r['std']:.2f}" if r["n"] > 1 else f"{r['mean']:.2f}"
+        return f"{_fmt(r['mean'])} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]"
 
     t = b.assign(cell=b.apply(cell, axis=1)).pivot(index="scheme", columns="eval_len", values="cell")
     order = b.groupby("scheme")["mean"].mean().sort_values(ascending=False).index
@@ -97,16 +285,31 @@ def effective_length(board: pd.DataFrame, threshold: float = 0.8) -> pd.DataFram
     return pd.DataFrame(rows).pivot(index="scheme", columns="task", values="effective_length")
 
 
-def breakdown(df: pd.DataFrame, column: str) -> pd.DataFrame:
-    """Mean primary score by ``column`` x length ratio, over schemes, tasks and seeds."""
-    d = primary(df)
-    d[column] = d[column].astype(str)
+def breakdown(df: pd.DataFrame, column: str, metric: str | None = None) -> pd.DataFrame:
+    """Mean headline score by ``column`` x length ratio, over schemes, tasks and seeds."""
+    d = primary(df, metric)
+    d[column] = d[column].map(str)  # keeps None ("no window") as a row of its own
     return d.pivot_table(index=column, columns="len_ratio", values="value", aggfunc="mean")
 
 
 def varied(df: pd.DataFrame) -> list[str]:
     """The breakdown columns that take more than one value in this sweep."""
     return [c for c in BREAKDOWN_COLUMNS if c in df and df[c].astype(str).nunique() > 1]
+
+
+def code_groups(df: pd.DataFrame) -> pd.DataFrame:
+    """Runs counted by the code that produced them: ``git_sha, code_digest, runs``."""
+    runs = df.drop_duplicates("run_id")[["git_sha", "code_digest"]].fillna("unknown").astype(str)
+    return runs.value_counts().rename("runs").reset_index().sort_values(["git_sha", "code_digest"],
+                                                                       ignore_index=True)
+
+
+def mixed_code_warning(df: pd.DataFrame) -> str | None:
+    """A warning line when the sweep's runs come from more than one code digest, else None."""
+    digests = df.drop_duplicates("run_id").code_digest.fillna("unknown").nunique()
+    if digests <= 1:
+        return None
+    return f"runs from {digests} code digests: numbers from older code are mixed in; rerun the sweep"
 
 
 def diagnostics(df: pd.DataFrame, metric: str) -> pd.DataFrame:

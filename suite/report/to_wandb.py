@@ -1,7 +1,8 @@
 """Log a sweep's leaderboard to Weights & Biases as tables, next to the sweep's runs.
 
 One W&B run per report (``job_type="report"``, grouped with the sweep's runs), holding the long
-leaderboard and the MRR ranking as ``wandb.Table``s and each scheme's MRR in the summary.
+leaderboard and the MRR ranking as ``wandb.Table``s and each scheme's MRR (out-of-distribution
+cells and all cells) in the summary.
 Offline by default, like the runs; ``wandb sync`` uploads it later.
 """
 from __future__ import annotations
@@ -21,7 +22,8 @@ def log_report(leaderboard: pd.DataFrame, mrr: pd.DataFrame, sweep: str, *, mode
         run.log({"leaderboard": wandb.Table(dataframe=leaderboard.reset_index(drop=True)),
                  "mrr": wandb.Table(dataframe=mrr.reset_index(drop=True))})
         for row in mrr.itertuples(index=False):
-            run.summary[f"mrr/{row.scheme}"] = float(row.mrr)
+            run.summary[f"mrr_ood/{row.scheme}"] = float(row.mrr_ood)
+            run.summary[f"mrr_all/{row.scheme}"] = float(row.mrr_all)
         return run.dir
     finally:
         run.finish()

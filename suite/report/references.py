@@ -1,0 +1,99 @@
+"""Published results beside a sweep's own: ``references/<sweep>.yaml`` and the agreement of orderings.
+
+A reference file holds ``source``, ``context`` (the published setup), ``metric``, ``columns`` (our
+scheme label: theirs), ``tasks`` (our task: their row), ``results`` (their row: {their scheme:
+value}) and ``mrr`` ({their scheme: value}). Their numbers and ours need not be the same metric,
+so the report compares orderings: per mapped task, the published order against ours (our mean
+over out-of-distribution lengths of the headline metric), and the published MRR order against
+our OOD MRR, with Kendall's tau (tau-b, which allows ties; Kendall 1945, "The treatment of ties
+in ranking problems") and the scheme pairs ordered oppositely.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+from scipy.stats import kendalltau
+
+REFERENCES = Path(__file__).parent / "references"
+EMPTY = -1.0  # a scheme with no score ranks below every scheme with one, as in the MRR
+
+
+def load(sweep: str, folder: str | Path = REFERENCES) -> dict | None:
+    """The reference file for ``sweep``, or None when there is none."""
+    path = Path(folder) / f"{sweep}.yaml"
+    if not path.exists():
+        return None
+    with open(path) as fh:
+        return yaml.safe_load(fh)
+
+
+def order(values: dict[str, float]) -> str:
+    """'NoPE > T5 > RoPE = APE': names by value, highest first; equal values joined by '='; a
+    scheme without a score (EMPTY) is marked and comes last. Equal values keep their given order."""
+    ranked = sorted(values, key=lambda k: -values[k])  # stable: ties keep the given (row) order
+    out = ""
+    for i, k in enumerate(ranked):
+        name = f"{k} (no score)" if values[k] == EMPTY else k
+        out += name if i == 0 else (" = " if values[k] == values[ranked[i - 1]] else " > ") + name
+    return out
+
+
+def compare(theirs: dict[str, float], ours: dict[str, float]) -> dict:
+    """Agreement of two orderings of the schemes both name: ``paper``, ``ours`` (order strings),
+    ``tau`` (Kendall's tau-b; NaN under two schemes or a constant side) and ``differ`` (the pairs
+    that one side orders a > b and the other b > a; a tie on either side is no disagreement)."""
+    common = [k for k in theirs if k in ours]
+    p = {k: theirs[k] for k in common}
+    o = {k: ours[k] for k in common}
+    tau = math.nan
+    if len(common) >= 2:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tau = float(kendalltau([p[k] for k in common], [o[k] for k in common]).statistic)
+    differ = [f"{a}/{b}" for a, b in itertools.combinations(common, 2)
+              if np.sign(p[a] - p[b]) * np.sign(o[a] - o[b]) < 0]
+    return {"paper": order(p), "ours": order(o), "tau": tau, "differ": differ}
+
+
+def _ours(values: pd.Series, columns: dict) -> dict[str, float]:
+    """Our values under their scheme names, rounded to the published 3 decimals; EMPTY for NaN."""
+    return {theirs: EMPTY if pd.isna(values.get(mine)) else round(float(values[mine]), 3)
+            for mine, theirs in columns.items() if mine in values.index}
+
+
+def our_scores(ref: dict, board: pd.DataFrame, mrr_table: pd.DataFrame) -> pd.DataFrame:
+    """Their layout (rows: their tasks and MRR; columns: their schemes) filled with our numbers:
+    the mean over OOD eval lengths of each cell mean, and our OOD MRR; rows we did not run are left out."""
+    ood = board[board.eval_len > board.train_len]
+    rows = {}
+    for mine, theirs in ref["tasks"].items():
+        t = ood[ood.task == mine]
+        if not t.empty:
+            rows[theirs] = _ours(t.groupby("scheme")["mean"].mean(), ref["columns"])
+    if not mrr_table.empty:
+        rows["MRR"] = _ours(mrr_table.set_index("scheme").mrr_ood, ref["columns"])
+    return pd.DataFrame.from_dict(rows, orient="index").reindex(columns=list(ref["columns"].values()))
+
+
+def paper_scores(ref: dict) -> pd.DataFrame:
+    """The published table: rows their tasks and MRR, columns their schemes."""
+    rows = {**ref["results"], "MRR": ref["mrr"]}
+    return pd.DataFrame.from_dict(rows, orient="index").reindex(columns=list(ref["columns"].values()))
+
+
+def agreement(ref: dict, board: pd.DataFrame, mrr_table: pd.DataFrame) -> pd.DataFrame:
+    """Per row both tables share: ``row, paper order, our order, kendall tau, opposite pairs``."""
+    ours, paper = our_scores(ref, board, mrr_table), paper_scores(ref)
+    out = []
+    for row in ours.index:
+        mine = {k: v for k, v in ours.loc[row].items() if not pd.isna(v)}
+        c = compare(paper.loc[row].dropna().to_dict(), mine)
+        out.append({"row": row, "paper order": c["paper"], "our order": c["ours"], "kendall tau": c["tau"],
+                    "opposite pairs": ", ".join(c["differ"]) or "none"})
+    return pd.DataFrame(out, columns=["row", "paper order", "our order", "kendall tau", "opposite pairs"])

@@ -1,0 +1,105 @@
+"""Report statistics against hand-computed numbers: intervals, MRR over OOD and all cells, the MRR
+bootstrap, and the power table."""
+import math
+
+import numpy as np
+import pytest
+
+from suite.report import stats, tables
+from tests.test_report import _board, _row, frame
+
+
+def test_t_interval_by_hand():
+    # mean 0.7, sd 0.1, t(0.975, 2) = 4.302653: half width 4.302653 * 0.1 / sqrt(3) = 0.248414
+    assert stats.t_interval([0.6, 0.7, 0.8]) == pytest.approx((0.451586, 0.948414), abs=1e-6)
+    assert stats.t_interval([0.6, 0.7, 0.8, math.nan]) == pytest.approx((0.451586, 0.948414), abs=1e-6)
+    # 0.9 ± 12.7062 * 0.141421 / sqrt(2) = 0.9 ± 1.2706: clipped to [0, 1]
+    assert stats.t_interval([1.0, 0.8]) == (0.0, 1.0)
+    assert stats.t_interval([0.5, 0.5, 0.5]) == (0.5, 0.5)
+    assert all(math.isnan(x) for x in stats.t_interval([0.5]))
+
+
+def test_wilson_interval_by_hand():
+    # 8 of 10: (0.8 + 1.92/10 ± 1.96 * sqrt(0.016 + 3.8415/400)) / (1 + 3.8415/10)
+    assert stats.wilson_interval(0.8, 10) == pytest.approx((0.490162, 0.943318), abs=1e-6)
+    # 0 of 10: low 0, high z^2/n / (1 + z^2/n) = 0.384146 / 1.384146
+    assert stats.wilson_interval(0.0, 10) == pytest.approx((0.0, 0.277533), abs=1e-6)
+    assert all(math.isnan(x) for x in stats.wilson_interval(0.5, 0))
+
+
+def test_mrr_out_of_distribution_and_all_cells_by_hand():
+    # train_len 32.  32: c .95 (1), a .9 (2), b .5 (3); 64: b (1), a (2), c (3); 128: b (1), a (2), c empty (3)
+    board = _board([
+        ("a", "copy", 32, 0.9, 0, 3), ("b", "copy", 32, 0.5, 0, 3), ("c", "copy", 32, 0.95, 0, 3),
+        ("a", "copy", 64, 0.2, 0, 3), ("b", "copy", 64, 0.6, 0, 3), ("c", "copy", 64, 0.1, 0, 3),
+        ("a", "copy", 128, 0.1, 0, 3), ("b", "copy", 128, 0.3, 0, 3), ("c", "copy", 128, math.nan, 0, 0),
+    ])
+    got = tables.mrr(board).set_index("scheme")
+    assert got.mrr_ood.to_dict() == pytest.approx({"a": 1 / 2, "b": 1, "c": 1 / 3})
+    assert got.mrr_all.to_dict() == pytest.approx({"a": 1 / 2, "b": (1 / 3 + 1 + 1) / 3, "c": (1 + 1 / 3 + 1 / 3) / 3})
+    assert list(got.index) == ["b", "a", "c"]  # by OOD MRR; by all cells c (5/9) would precede a (1/2)
+    assert set(got.cells_ood) == {2} and set(got.cells_all) == {3}
+
+
+def _seeded(values):
+    """Runs from {scheme: [(value at 32, value at 64, value at 128) per seed]}, copy, train_len 32."""
+    rows = []
+    for scheme, seeds in values.items():
+        for seed, vals in enumerate(seeds):
+            rows += [_row(f"{scheme}-{seed}", scheme, seed, "copy", e, v) for e, v in zip((32, 64, 128), vals)]
+    return frame(rows)
+
+
+def test_bootstrap_interval_contains_the_estimate_and_is_reproducible():
+    df = _seeded({"a": [(0.9, 0.5, 0.2), (0.8, 0.7, 0.4), (1.0, 0.3, 0.1)],
+                  "b": [(0.7, 0.6, 0.3), (0.9, 0.4, 0.3), (0.8, 0.5, 0.2)],
+                  "c": [(0.6, 0.1, 0.0), (0.5, 0.2, 0.0), (0.7, 0.0, 0.0)]})
+    got = tables.mrr_intervals(df, reps=300)
+    for name in ("mrr_ood", "mrr_all"):
+        assert (got[f"{name}_low"] <= got[name]).all() and (got[name] <= got[f"{name}_high"]).all()
+    assert (got.mrr_ood_low < got.mrr_ood_high).any()  # the seeds disagree: some interval has width
+    assert got.equals(tables.mrr_intervals(df, reps=300))
+    point = tables.mrr(tables.leaderboard(df))
+    assert got[["scheme", "mrr_ood", "mrr_all"]].equals(point[["scheme", "mrr_ood", "mrr_all"]])
+    # c is last in every replicate (below a and b at every length in every seed): OOD MRR exactly 1/3
+    c = got.set_index("scheme").loc["c"]
+    assert c.mrr_ood_low == c.mrr_ood_high == pytest.approx(1 / 3)
+    # the last row has no next
+    assert got.overlaps_next.iloc[-1] == "" and set(got.overlaps_next.iloc[:-1]) <= {"yes", "no"}
+
+
+def test_bootstrap_is_degenerate_when_every_seed_agrees():
+    df = _seeded({"a": [(0.9, 0.5, 0.2)] * 3, "b": [(0.8, 0.6, 0.3)] * 3, "c": [(0.5, 0.1, 0.0)] * 2})
+    got = tables.mrr_intervals(df, reps=200)
+    assert (got.mrr_ood_low == got.mrr_ood).all() and (got.mrr_ood_high == got.mrr_ood).all()
+    assert (got.mrr_all_low == got.mrr_all).all() and (got.mrr_all_high == got.mrr_all).all()
+    assert got.set_index("scheme").mrr_ood.to_dict() == pytest.approx({"a": 1 / 2, "b": 1, "c": 1 / 3})
+    assert list(got.overlaps_next) == ["no", "no", ""]
+
+
+def test_bootstrap_keeps_a_runs_eval_lengths_together():
+    # a's seed 0 wins both OOD lengths, seed 1 loses both: a resample never mixes them
+    df = _seeded({"a": [(0.5, 1.0, 1.0), (0.5, 0.0, 0.0)], "b": [(0.5, 0.5, 0.5)] * 2})
+    b = tables.leaderboard(df)
+    schemes, cells, *_ = tables._arrays(b)
+    x = tables._bootstrap_scores(tables.primary(df), schemes, cells, reps=200, seed=0)
+    a, c64, c128 = schemes.index("a"), cells.index(("copy", 64)), cells.index(("copy", 128))
+    assert np.array_equal(x[:, a, c64], x[:, a, c128]) and len(set(x[:, a, c64])) == 3
+
+
+def test_power_by_hand():
+    board = _board([
+        # copy: 32 tied (.905 - .9 < .01); 64 spread .6 - .1 = .5; 128 .3 - .1, not tied
+        ("a", "copy", 32, 0.9, 0, 3), ("b", "copy", 32, 0.905, 0, 3), ("c", "copy", 32, 0.9, 0, 3),
+        ("a", "copy", 64, 0.2, 0, 3), ("b", "copy", 64, 0.6, 0, 3), ("c", "copy", 64, 0.1, 0, 3),
+        ("a", "copy", 128, 0.1, 0, 3), ("b", "copy", 128, 0.3, 0, 3), ("c", "copy", 128, math.nan, 0, 0),
+        # rank: 32 and 64 tied; 128 has one scheme with a value: no cell
+        ("a", "rank", 32, 0.5, 0, 3), ("b", "rank", 32, 0.5, 0, 3), ("a", "rank", 64, 0.5, 0, 3),
+        ("b", "rank", 64, 0.5, 0, 3), ("a", "rank", 128, 0.4, 0, 3), ("b", "rank", 128, math.nan, 0, 0),
+    ]).assign(metric="m")
+    p = tables.power(board).set_index("task")
+    assert p.loc["copy", "first_ood_len"] == 64 and p.loc["copy", "spread"] == pytest.approx(0.5)
+    assert (p.loc["copy", "tied_cells"], p.loc["copy", "cells"]) == (1, 3)
+    assert p.loc["copy", "tied_share"] == pytest.approx(1 / 3)
+    assert p.loc["rank", "spread"] == 0 and (p.loc["rank", "tied_cells"], p.loc["rank", "cells"]) == (2, 2)
+    assert tables.tied_share(tables.power(board)) == pytest.approx(3 / 5)

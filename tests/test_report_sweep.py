@@ -1,0 +1,96 @@
+"""What a report says about its sweep: cells never pool configurations, mixed code digests are
+flagged, and published results sit beside ours with the agreement of orderings."""
+import math
+
+import pandas as pd
+import pytest
+
+from suite import store
+from suite.report import references, render, tables
+from tests.test_report import _row, frame
+
+
+def test_one_label_over_two_configs_stays_two_rows():
+    rows = [_row("r10-0", "rope", 0, "copy", 32, 0.9, config="aaaaaa11", steps=10),
+            _row("r10-1", "rope", 1, "copy", 32, 0.7, config="aaaaaa11", steps=10),
+            _row("r20-0", "rope", 0, "copy", 32, 0.2, config="bbbbbb22", steps=20),
+            _row("al-0", "alibi", 0, "copy", 32, 0.5)]
+    board = tables.leaderboard(frame(rows)).set_index("scheme")
+    assert sorted(board.index) == ["alibi", "rope [aaaaaa]", "rope [bbbbbb]"]
+    assert board.loc["rope [aaaaaa]", "n"] == 2 and board.loc["rope [aaaaaa]", "mean"] == pytest.approx(0.8)
+    assert board.loc["rope [bbbbbb]", "n"] == 1 and board.loc["rope [bbbbbb]", "mean"] == pytest.approx(0.2)
+    # rows written before config_hash existed: the configuration columns tell the two apart
+    old = tables.leaderboard(frame(rows).assign(config_hash=None))
+    assert sorted(old.n) == [1, 1, 2] and old.scheme.str.startswith("rope [").sum() == 2
+    # one model per task: a config hash per task is still one scheme, one row per task
+    per_task = [_row(f"r-{t}-{s}", "rope", s, t, 32, 0.5, config=f"cfg-{t}")
+                for t in ("copy", "reverse") for s in (0, 1)]
+    board = tables.leaderboard(frame(per_task))
+    assert list(board.scheme) == ["rope", "rope"] and list(board.n) == [2, 2]
+
+
+def test_mixed_code_digests_are_flagged(tmp_path, capsys):
+    from suite.report.__main__ import main
+
+    for run, digest in (("rope-0", "old"), ("rope-1", "new"), ("alibi-0", "new")):
+        scheme, seed = run.split("-")
+        rows = [_row(run, scheme, int(seed), "copy", e, 0.5, digest=digest) for e in (32, 64)]
+        store.write_run(tmp_path / "res", "mx", run, {"run_id": run, "sweep": "mx"}, rows)
+    assert main(["mx", "--results", str(tmp_path / "res"), "--out", str(tmp_path / "rep")]) == 0
+    warning = "runs from 2 code digests: numbers from older code are mixed in; rerun the sweep"
+    assert warning in capsys.readouterr().err
+    md = (tmp_path / "rep" / "mx" / "index.md").read_text().splitlines()
+    assert warning in md[2]  # right under the title
+    page = (tmp_path / "rep" / "mx" / "index.html").read_text()
+    assert page.index(warning) < page.index("Mean Reciprocal Rank")
+    groups = tables.code_groups(store.load(tmp_path / "res" / "mx"))
+    assert groups.to_dict("records") == [{"git_sha": "abc", "code_digest": "new", "runs": 2},
+                                         {"git_sha": "abc", "code_digest": "old", "runs": 1}]
+    one = store.load(tmp_path / "res" / "mx").assign(code_digest="new")
+    assert tables.mixed_code_warning(one) is None
+
+
+def test_compare_orders_with_a_published_tie_by_hand():
+    paper = {"NoPE": 0.986, "T5": 0.771, "ALiBi": 0.289, "RoPE": 0.0, "APE": 0.0}
+    ours = {"NoPE": 0.9, "T5": 0.8, "ALiBi": 0.7, "RoPE": 0.1, "APE": 0.2}
+    c = references.compare(paper, ours)
+    assert c["paper"] == "NoPE > T5 > ALiBi > RoPE = APE" and c["ours"] == "NoPE > T5 > ALiBi > APE > RoPE"
+    # 9 concordant pairs, none discordant, one pair tied in the paper: tau-b = 9 / sqrt(9 * 10)
+    assert c["tau"] == pytest.approx(9 / math.sqrt(90)) and c["differ"] == []
+
+
+def test_published_results_section_from_the_kz_reference(tmp_path):
+    # our OOD means on copy: T5 .6 > NoPE .5 > ALiBi .4 > APE .2 > RoPE .1;
+    # the paper's "copy, random tokens": T5 > ALiBi > NoPE > APE > RoPE: only NoPE/ALiBi differ, tau = 8/10
+    ood = {"nope": 0.5, "t5": 0.6, "alibi": 0.4, "rope": 0.1, "learned": 0.2}
+    rows = [_row(f"{s}-{seed}", s, seed, "copy", e, 0.9 if e == 32 else v)
+            for s, v in ood.items() for seed in (0, 1) for e in (32, 64)]
+    df = frame(rows)
+    ref = references.load("kz")
+    assert ref["columns"] == {"nope": "NoPE", "t5": "T5", "alibi": "ALiBi", "rope": "RoPE", "learned": "APE"}
+    assert ref["results"]["reverse"]["RoPE"] == 0.077 and ref["mrr"]["NoPE"] == 0.687
+    r = render.build(df, "kz")
+    agree = r["ref_agreement"].set_index("row")
+    copy = agree.loc["copy, random tokens"]
+    assert copy["paper order"] == "T5 > ALiBi > NoPE > APE > RoPE"
+    assert copy["our order"] == "T5 > NoPE > ALiBi > APE > RoPE"
+    assert copy["kendall tau"] == pytest.approx(0.8) and copy["opposite pairs"] == "NoPE/ALiBi"
+    assert set(agree.index) == {"copy, random tokens", "MRR"}  # reverse and copy_repeat were not run
+    assert r["ref_ours"].loc["copy, random tokens", "NoPE"] == 0.5
+    md = render.markdown(r)
+    assert "## Published results" in md and "40k steps" in md and "Kazemnejad" in md
+    assert "| copy, random tokens |" in md and "NoPE/ALiBi" in md and "0.420" in md and "| ours " in md
+    assert md.count("Their setup") == 1
+    assert references.load("no-such-sweep") is None and "Published results" not in render.markdown(
+        render.build(df, "other"))
+
+
+def test_a_scheme_without_a_score_ranks_last_in_the_comparison():
+    board = pd.DataFrame({"scheme": ["rope", "learned"], "task": "copy", "eval_len": 64, "train_len": 32,
+                          "mean": [0.1, math.nan]})
+    ref = references.load("kz")
+    ours = references.our_scores(ref, board, pd.DataFrame())
+    assert ours.loc["copy, random tokens", "APE"] == references.EMPTY
+    assert math.isnan(ours.loc["copy, random tokens", "NoPE"])  # not run
+    c = references.compare({"RoPE": 0.011, "APE": 0.028}, {"RoPE": 0.1, "APE": references.EMPTY})
+    assert c["ours"] == "RoPE > APE (no score)" and c["differ"] == ["RoPE/APE"]
