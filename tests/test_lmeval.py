@@ -164,8 +164,10 @@ def test_documents_are_the_generators_examples(name):
         assert len(mine) == 3 * per_example and per_example >= 1
         for i, ex in enumerate(exs):
             group = [d for d in mine if d["example"] == f"{length}/{i}"]
-            assert [a for d in group for a in d["answers"]] == ex.answers
-            ends = [ex.answer_spans[-1][1]] if len(group) == 1 else [e for _, e in ex.answer_spans]
+            closed = ex.tokens[ex.answer_spans[-1][1] - 1] == EOS_ID  # a closing </s> is where generation stops
+            answers = [a.removesuffix(" </s>") for a in ex.answers] if closed else ex.answers
+            assert [a for d in group for a in d["answers"]] == answers
+            ends = [ex.answer_spans[-1][1] - closed] if len(group) == 1 else [e for _, e in ex.answer_spans]
             for d, end in zip(group, ends):
                 assert f"{d['prompt']} {d['target']}" == " ".join(ex.text.split()[1:end])
     assert [d["length"] for d in docs if d["query"] == 0][:4] == [32, 48, 32, 48]  # lengths alternate
@@ -289,7 +291,7 @@ def test_entry_point_arguments(run_file):
     args = run_args(run_file.stem, run_file.parent.parent, ["--tasks", "posbench_copy", "--model", "posbench"])
     assert args.count("--model") == 1 and args[args.index("--model") + 1] == "posbench"
     assert json.loads(args[args.index("--model_args") + 1]) == {"run": str(run_file.resolve())}
-    assert json.loads(args[args.index("--metadata") + 1]) == {"params": {"copy": {"alphabet": None, "distinct": True}},
+    assert json.loads(args[args.index("--metadata") + 1]) == {"params": {"copy": {"alphabet": None, "distinct": True, "eos": False}},
                                                              "data_seed": 1234}
     work = run_file.resolve().parent / "_work" / run_file.stem
     assert args[args.index("--output_path") + 1] == str(work / "lmeval" / "results.json")

@@ -31,7 +31,7 @@ def test_sigkill_mid_run_then_rerun_resumes_and_matches_an_uninterrupted_run(tmp
     spec = make_spec(*args)
     ckpt = store.work_dir(tmp_path / "a", "k", run_id(spec)) / "ckpt.pt"
     proc = subprocess.Popen([sys.executable, "-m", "suite.run", *args, f"results_dir={tmp_path / 'a'}",
-                             f"hydra.run.dir={tmp_path}/h1"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                             f"hydra.run.dir={tmp_path}/h1", "threads=0"], cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     while not ckpt.exists() and time.time() < deadline and proc.poll() is None:

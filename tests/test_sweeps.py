@@ -28,18 +28,38 @@ def test_every_sweep_is_a_multirun_whose_jobs_build(name):
     assert str(cfg.hydra.mode) == "RunMode.MULTIRUN" and cfg.sweep_name == name
     params = OmegaConf.to_container(cfg.hydra.sweeper.params)
     archs = params["+arch"].split(",")
+    tasks = params["task"].split(",") if "task" in params else [None]
     for arch in archs:  # every job of the sweep builds a valid spec
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            job = compose("config", overrides=[f"+sweep={name}", f"+arch={arch}"])
-        spec = build(job)
-        assert spec.taskset == "core"
+        for task in tasks:
+            with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+                job = compose("config", overrides=[f"+sweep={name}", f"+arch={arch}"] + ([f"task={task}"] if task else []))
+            spec = build(job)
+            assert spec.taskset == (task or "core")
     assert len(params["seed"].split(",")) >= 2
 
 
-def test_default_sweep_compares_the_schemes_and_hybrids():
+def test_the_published_sweeps_have_three_seeds_and_the_kazemnejad_protocol():
+    for name in ("default", "kz"):
+        cfg = _sweep_cfg(name)
+        assert len(cfg.hydra.sweeper.params.seed.split(",")) >= 3
+        assert cfg.train.min_len == 4 and cfg.train.seq_len == 32
+        assert list(cfg.eval.multiples)[:4] == [1, 1.25, 1.5, 2] and cfg.eval.n_examples >= 100
+
+
+def test_kz_sweep_configures_rope_and_the_position_table_as_the_study_did():
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        rope = build(compose("config", overrides=["+sweep=kz", "+arch=rope_kz", "task=reverse"]))
+        learned = build(compose("config", overrides=["+sweep=kz", "+arch=learned", "task=copy_repeat"]))
+    cfg = rope.model.layers[0].position_cfg
+    assert (cfg.fraction, cfg.layout) == (0.25, "interleaved")
+    assert learned.model.layers[0].position_cfg.max_positions == 8 * 32  # the longest test length
+    assert dict(rope.tasks[0].params)["eos"] is True and dict(rope.tasks[0].params)["distinct"] is False
+
+
+def test_default_sweep_compares_the_classic_schemes_one_model_per_task():
     params = OmegaConf.to_container(_sweep_cfg("default").hydra.sweeper.params)
-    assert params["+arch"].split(",") == ["nope", "sinusoidal", "learned", "rope", "alibi", "t5", "command_a",
-                                          "rnope", "smollm3"]
+    assert params["+arch"].split(",") == ["nope", "sinusoidal", "learned", "rope", "alibi", "t5"]
+    assert params["task"].split(",") == ["copy", "vt"]
     assert _sweep_cfg("default").hydra.launcher.n_jobs == 2
 
 
