@@ -1,7 +1,9 @@
 """Learned absolute positions: one trained vector per position, up to ``max_positions``.
 
-Used by GPT (Radford et al. 2018) and BERT (Devlin et al. 2019). Positions past the table have
-no vector, so longer evaluation is ``unsupported`` rather than a crash.
+Used by GPT (Radford et al. 2018) and BERT (Devlin et al. 2019). By default the run spec sizes the
+table to the longest evaluation length, as Kazemnejad et al. 2023 did (their ``wpe``): rows past
+the training length are never trained, keep their initial values and are scored. Positions past
+a shorter table have no vector, so that evaluation is ``unsupported`` rather than a crash.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from suite.position.base import LengthUnsupported, PositionConfig, PositionSchem
 
 @dataclass(frozen=True)
 class LearnedConfig(PositionConfig):
-    max_positions: Optional[int] = None  # None: the training length
+    max_positions: Optional[int] = None  # None: the training length (the run spec sets the longest eval length)
 
     def __post_init__(self):
         super().__post_init__()
