@@ -63,8 +63,8 @@ def test_published_results_section_from_the_kz_reference(tmp_path):
     # our OOD means on copy: T5 .6 > NoPE .5 > ALiBi .4 > APE .2 > RoPE .1;
     # the paper's "copy, random tokens": T5 > ALiBi > NoPE > APE > RoPE: only NoPE/ALiBi differ, tau = 8/10
     ood = {"nope": 0.5, "t5": 0.6, "alibi": 0.4, "rope": 0.1, "learned": 0.2}
-    rows = [_row(f"{s}-{seed}", s, seed, "copy", e, 0.9 if e == 32 else v)
-            for s, v in ood.items() for seed in (0, 1) for e in (32, 64)]
+    rows = [_row(f"{s}-{seed}", s, seed, "copy", e, 0.9 if e == 32 else v if e == 64 else 1 - v)
+            for s, v in ood.items() for seed in (0, 1) for e in (32, 64, 128)]  # 128 = 4L: not a test length
     df = frame(rows)
     ref = references.load("kz")
     assert ref["columns"] == {"nope": "NoPE", "t5": "T5", "alibi": "ALiBi", "rope": "RoPE", "learned": "APE"}

@@ -20,6 +20,8 @@ import pandas as pd
 import yaml
 from scipy.stats import kendalltau
 
+from suite.report.tables import mrr
+
 REFERENCES = Path(__file__).parent / "references"
 EMPTY = -1.0  # a scheme with no score ranks below every scheme with one, as in the MRR
 
@@ -67,17 +69,25 @@ def _ours(values: pd.Series, columns: dict) -> dict[str, float]:
             for mine, theirs in columns.items() if mine in values.index}
 
 
-def our_scores(ref: dict, board: pd.DataFrame, mrr_table: pd.DataFrame) -> pd.DataFrame:
-    """Their layout (rows: their tasks and MRR; columns: their schemes) filled with our numbers:
-    the mean over OOD eval lengths of each cell mean, and our OOD MRR; rows we did not run are left out."""
-    ood = board[board.eval_len > board.train_len]
+def test_cells(ref: dict, board: pd.DataFrame) -> pd.DataFrame:
+    """The board's cells at the published test lengths: beyond training, up to ``max_ratio`` x
+    the training length (``max_ratio`` in the reference file; every OOD length when absent)."""
+    ratio = board.eval_len / board.train_len
+    return board[(ratio > 1) & (ratio <= float(ref.get("max_ratio", math.inf)))]
+
+
+def our_scores(ref: dict, board: pd.DataFrame, mrr_table: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Their layout (rows: their tasks and MRR; columns: their schemes) filled with our numbers at
+    their test lengths (``test_cells``): each task's mean over those lengths of the cell means, and
+    the MRR over those cells (ranks within the cells, our tie rule); rows we did not run are left out."""
+    test = test_cells(ref, board)
     rows = {}
     for mine, theirs in ref["tasks"].items():
-        t = ood[ood.task == mine]
+        t = test[test.task == mine]
         if not t.empty:
             rows[theirs] = _ours(t.groupby("scheme")["mean"].mean(), ref["columns"])
-    if not mrr_table.empty:
-        rows["MRR"] = _ours(mrr_table.set_index("scheme").mrr_ood, ref["columns"])
+    if not test.empty:
+        rows["MRR"] = _ours(mrr(test).set_index("scheme").mrr_ood, ref["columns"])
     return pd.DataFrame.from_dict(rows, orient="index").reindex(columns=list(ref["columns"].values()))
 
 

@@ -19,6 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from suite.codedigest import code_digest  # noqa: E402
 from suite.report import references, tables  # noqa: E402
 
 THRESHOLD = 0.8
@@ -106,12 +107,20 @@ def plot_profiles(df: pd.DataFrame) -> bytes | None:
     return _png(fig)
 
 
+def _checkout_digest(runs: pd.DataFrame) -> str:
+    """The digest of the numeric code this report is built beside, and whether the runs match it."""
+    here = code_digest()
+    same = set(runs.code_digest.dropna().astype(str)) == {here}
+    return f"{here} ({'the runs were computed by this code' if same else 'differs from the runs: rerun the sweep to refresh them'})"
+
+
 def provenance(df: pd.DataFrame) -> dict:
     runs = df.drop_duplicates("run_id")
     stamps = pd.to_datetime(runs.timestamp, errors="coerce", utc=True)
     return {
         "git commit": ", ".join(sorted(str(s) for s in runs.git_sha.dropna().unique())),
         "code digest": ", ".join(sorted(str(s) for s in runs.code_digest.dropna().unique())) or "unknown",
+        "code digest of the checkout building this report": _checkout_digest(runs),
         "runs": int(runs.run_id.nunique()),
         "seeds": ", ".join(str(int(s)) for s in sorted(runs.seed.dropna().unique())),
         "run wall time (sum)": f"{runs.wall_s.sum():.0f} s",
@@ -204,8 +213,9 @@ def _ref_display(t: pd.DataFrame, whose: str) -> pd.DataFrame:
 def _ref_texts(r: dict) -> list[str]:
     ref = r["reference"]
     return [f"Source: {ref['source']}", f"Their setup: {ref['context']}",
-            f"Published: {ref['metric']}; then ours under their scheme names (mean over eval lengths beyond "
-            f"training of our headline metric; MRR: our OOD MRR). The metrics differ, so compare orderings: "
+            f"Published: {ref['metric']}; then ours under their scheme names, at their test lengths (beyond "
+            f"training, up to {ref.get('max_ratio', 'the longest')} x the training length): the mean over those "
+            f"lengths of our headline metric, and the MRR over those cells. The metrics differ, so compare orderings: "
             f"Kendall's tau between the published and our order of the schemes both report, and the pairs "
             f"ordered oppositely (a tie on either side is no disagreement)."]
 
