@@ -294,6 +294,8 @@ def save(r: dict, out_dir: Path) -> Path:
     plots/ under ``out_dir``; CSV numbers rounded to 4 decimals."""
     out_dir = Path(out_dir)
     (out_dir / "plots").mkdir(parents=True, exist_ok=True)
+    for old in (out_dir / "plots").glob("*.png"):  # a plot of a task the sweep no longer has must not linger
+        old.unlink()
     plots = {task: plot_task(r["board"], task) for task in r["tasks"]}
     for task, png in plots.items():
         (out_dir / "plots" / f"{task}.png").write_bytes(png)
