@@ -108,6 +108,7 @@ def test_report_tables_from_a_fixture_store(fixture_store, tmp_path):
     assert "ties share the best rank" in md and "unsupported" in md and "0.90 [0.60, 0.98]" in md
     assert "| copy   | token_accuracy |" in md and "Student-t" in md and "Wilson" in md
     assert "## Power" in md and "overlaps next" in md and "Warning" not in md
+    assert "- training: one model per task; 10 steps; training length 32 tokens" in md
     page = (out / "index.html").read_text()
     assert "data:image/png;base64," in page and (out / "plots" / "copy.png").stat().st_size > 1000
 

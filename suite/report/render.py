@@ -114,6 +114,15 @@ def _checkout_digest(runs: pd.DataFrame) -> str:
     return f"{here} ({'the runs were computed by this code' if same else 'differs from the runs: rerun the sweep to refresh them'})"
 
 
+def _training(df: pd.DataFrame) -> str:
+    """How the sweep's models were trained: one per task, or on a mixture of tasks."""
+    per_run = df.groupby("run_id").task.nunique()
+    steps = ", ".join(str(int(x)) for x in sorted(df.steps.dropna().unique()))
+    lengths = ", ".join(str(int(x)) for x in sorted(df.train_len.dropna().unique()))
+    kind = "one model per task" if per_run.max() == 1 else f"each model on a mixture of {per_run.max()} tasks"
+    return f"{kind}; {steps} steps; training length {lengths} tokens"
+
+
 def provenance(df: pd.DataFrame) -> dict:
     runs = df.drop_duplicates("run_id")
     stamps = pd.to_datetime(runs.timestamp, errors="coerce", utc=True)
@@ -122,6 +131,7 @@ def provenance(df: pd.DataFrame) -> dict:
         "code digest": ", ".join(sorted(str(s) for s in runs.code_digest.dropna().unique())) or "unknown",
         "code digest of the checkout building this report": _checkout_digest(runs),
         "runs": int(runs.run_id.nunique()),
+        "training": _training(df),
         "seeds": ", ".join(str(int(s)) for s in sorted(runs.seed.dropna().unique())),
         "run wall time (sum)": f"{runs.wall_s.sum():.0f} s",
         "first / last run finished": f"{stamps.min():%Y-%m-%d %H:%M} / {stamps.max():%Y-%m-%d %H:%M} UTC",
