@@ -2,9 +2,10 @@
 
 Writes ``reports/perf/bench.csv`` and ``reports/perf/index.md``:
 
+* the step a sweep runs (``suite.train.train``, default-sweep tasks and lengths, one thread) with
+  PosBench's model and with a same-shape Hugging Face ``LlamaForCausalLM`` (``suite.bench_step``);
 * training tokens/s for scheme x span on ``tiny`` and ``small``: PosBench's fast path, its
-  reference path, and (RoPE, full attention) a Hugging Face ``LlamaForCausalLM`` of the same
-  shape, with the ratios;
+  reference path, and (RoPE, full attention) the same HF Llama, in a bare step, with the ratios;
 * evaluation time and peak memory against length (batch 1, ``small``) for full, sliding-window and
   chunked attention, with the growth from 4K to 16K tokens;
 * the fraction of the machine's matrix-multiply peak (measured here) that training reaches;
@@ -18,7 +19,6 @@ import os
 import platform
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Optional
 
@@ -26,28 +26,18 @@ import pandas as pd
 import torch
 
 from suite.attention import Context
+from suite.bench_step import hf_llama, sweep_step_rows
 from suite.config import compose_config
 from suite.model import PosBenchLM
 from suite.spec import build
 from suite.sweep_time import breakdown
+from suite.timing import matmul_peak_gflops, time_steps, training_flops
 
 SPANS = {"full": ["span=full"], "swa": ["span=swa", "span.window=64"], "chunked": ["span=chunked", "span.chunk=64"]}
 
 
 def spec_for(model: str, scheme: str, span: str, seq_len: int):
     return build(compose_config([f"model={model}", f"position={scheme}", *SPANS[span], f"train.seq_len={seq_len}"]))
-
-
-def _time_steps(step, steps: int, warmup: int = 2, sync=lambda: None) -> float:
-    """Seconds per call of ``step`` after ``warmup`` calls; ``sync`` waits for queued device work."""
-    for _ in range(warmup):
-        step()
-    sync()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    sync()
-    return (time.perf_counter() - t0) / steps
 
 
 def train_tokens_per_s(model, tokens, impl: str | None, steps: int) -> float:
@@ -63,24 +53,7 @@ def train_tokens_per_s(model, tokens, impl: str | None, steps: int) -> float:
         loss.backward()
         opt.step()
 
-    return tokens.numel() / _time_steps(step, steps)
-
-
-def hf_llama(spec):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    m = spec.model
-    cfg = LlamaConfig(vocab_size=m.vocab_size, hidden_size=m.d_model, intermediate_size=m.d_ff,
-                      num_hidden_layers=m.n_layers, num_attention_heads=m.n_heads, num_key_value_heads=m.n_heads,
-                      max_position_embeddings=max(4096, m.train_len), rms_norm_eps=m.norm_eps, tie_word_embeddings=False,
-                      attn_implementation="sdpa")
-    return LlamaForCausalLM(cfg)
-
-
-def matmul_peak_gflops(n: int = 1024, reps: int = 20) -> float:
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    seconds = _time_steps(lambda: a @ b, reps)
-    return 2 * n ** 3 / seconds / 1e9
+    return tokens.numel() / time_steps(step, steps)
 
 
 def training_rows(steps: int, batch: int, seq_len: int, rounds: int = 2) -> list[dict]:
@@ -98,7 +71,7 @@ def training_rows(steps: int, batch: int, seq_len: int, rounds: int = 2) -> list
                 contenders = {impl: (model, impl) for impl in ("sdpa", "reference")}
                 if scheme == "rope" and span == "full":
                     try:
-                        contenders["hf_llama"] = (hf_llama(spec), None)
+                        contenders["hf_llama"] = (hf_llama(spec.model), None)
                     except ImportError:
                         pass
                 best = {name: 0.0 for name in contenders}
@@ -207,7 +180,7 @@ def report(df: pd.DataFrame, peak: float, sweep: Optional[tuple], gpu_peak: Opti
     if "hf_llama" in train:
         train["fast/hf_llama"] = train["sdpa"] / train["hf_llama"]
     flops = df[(df.kind == "train") & (df.path == "sdpa")].assign(
-        gflops=lambda d: 6 * d.params * d.tokens_per_s / 1e9)
+        gflops=lambda d: training_flops(d.params, d.tokens_per_s) / 1e9)
     flops["fraction_of_matmul_peak"] = flops.gflops / peak
     ev = df[df.kind == "eval"]
     lines = [
@@ -215,7 +188,12 @@ def report(df: pd.DataFrame, peak: float, sweep: Optional[tuple], gpu_peak: Opti
         f"Measured in one run of `make bench` on {platform.machine()} ({os.cpu_count()} cores, "
         f"{torch.get_num_threads()} torch threads, torch {torch.__version__}).",
         f"Matrix-multiply peak measured in the same run: {peak:.1f} GFLOP/s (1024 x 1024 fp32).", "",
-        "## Training tokens/s", "",
+        "## The sweep's training step against a same-shape HF Llama", "",
+        "Both models train through `suite.train.train` (the same batches of the default sweep's task "
+        "under the CPU recipe's lengths, AdamW, clipping, schedule, answer-only loss; one torch thread, "
+        "as a sweep worker), timed in turn, best of two rounds; tokens/s includes batch generation.", "",
+        _sweep_step_table(df), "",
+        "## Training tokens/s (bare step)", "",
         "Batch and length as in `bench.csv`; `sdpa` is PosBench's fast path, `reference` its "
         "materialized-logits path, `hf_llama` a Hugging Face `LlamaForCausalLM` of the same shape. "
         "Paths compared in a ratio are timed in turn and keep their best round.", "",
@@ -249,10 +227,23 @@ def report(df: pd.DataFrame, peak: float, sweep: Optional[tuple], gpu_peak: Opti
     return "\n".join(lines) + "\n"
 
 
+def _sweep_step_table(df: pd.DataFrame) -> str:
+    s = df[df.kind == "sweep_step"]
+    if s.empty:
+        return "Not measured."
+    t = s.pivot_table(index=["model", "task", "steps"], columns="path", values="tokens_per_s")
+    t["posbench/hf_llama"] = t["posbench"] / t["hf_llama"]
+    return t.to_markdown(floatfmt=".2f")
+
+
 def targets(df: pd.DataFrame, sweep: Optional[tuple]) -> list[str]:
     """Each target of the performance issue, with the figure measured above and met / not met."""
     out = []
     verdict = lambda ok: "met" if ok else "NOT met"
+    for (size, task), g in df[df.kind == "sweep_step"].groupby(["model", "task"]) if "task" in df else []:
+        paths = g.set_index("path").tokens_per_s
+        r = paths["posbench"] / paths["hf_llama"]
+        out.append(f"- sweep step, `{size}` on {task}: PosBench / HF Llama = {r:.2f} (target >= 1.3): {verdict(r >= 1.3)}")
     t = df[(df.kind == "train") & (df.scheme == "rope") & (df.span == "full")]
     for size, g in t.groupby("model"):
         paths = g.set_index("path").tokens_per_s
@@ -294,7 +285,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     torch.set_num_threads(2)
     peak = matmul_peak_gflops()
-    rows = training_rows(args.steps, args.batch, args.seq_len)
+    rows = sweep_step_rows()
+    rows += training_rows(args.steps, args.batch, args.seq_len)
     rows += eval_rows([int(x) for x in args.lengths.split(",")])
     gpu_peak = None
     if torch.cuda.is_available():

@@ -8,23 +8,13 @@ from __future__ import annotations
 
 import torch
 
-from suite.bench import _time_steps
 from suite.config import compose_config
 from suite.model import PosBenchLM
 from suite.spec import build
+from suite.timing import bf16_matmul_peak_tflops, cuda_time, training_flops
 
 CONFIGS = [("base", "rope", "full"), ("base", "alibi", "full"), ("base", "rope", "swa")]
 SPAN_ARGS = {"full": ["span=full"], "swa": ["span=swa", "span.window=128"]}
-
-
-def _cuda_time(fn, reps: int) -> float:
-    return _time_steps(fn, reps, warmup=3, sync=torch.cuda.synchronize)
-
-
-def bf16_matmul_peak_tflops(n: int = 8192, reps: int = 20) -> float:
-    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    return 2 * n ** 3 / _cuda_time(lambda: a @ b, reps) / 1e12
 
 
 def gpu_rows(seq_len: int = 1024, batch: int = 8, steps: int = 20) -> tuple[list[dict], float]:
@@ -47,8 +37,8 @@ def gpu_rows(seq_len: int = 1024, batch: int = 8, steps: int = 20) -> tuple[list
             loss.backward()
             opt.step()
 
-        tok_s = tokens.numel() / _cuda_time(step, steps)
+        tok_s = tokens.numel() / cuda_time(step, steps)
         params = sum(p.numel() for p in model.parameters())
         rows.append({"kind": "gpu_train", "model": size, "scheme": scheme, "span": span, "path": "flex+compile+bf16",
-                     "tokens_per_s": tok_s, "params": params, "mfu": 6 * params * tok_s / (peak * 1e12)})
+                     "tokens_per_s": tok_s, "params": params, "mfu": training_flops(params, tok_s) / (peak * 1e12)})
     return rows, peak

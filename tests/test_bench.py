@@ -44,3 +44,40 @@ def test_targets_compare_the_measured_ratios():
     assert any("alibi swa evaluation time 4K -> 16K: 4.50x (target <= 5x): met" in x for x in lines)
     assert any("300 MB vs full 4000 MB = 0.07 (target <= 0.25): met" in x for x in lines)
     assert lines[-1].startswith("- time outside training and evaluation in the sweep: 20.0%") and lines[-1].endswith(": met")
+
+
+def test_the_hf_contender_goes_through_the_sweeps_own_training_step():
+    import torch
+
+    from suite.bench_step import LogitsOnly, hf_llama, sweep_step_rows
+    from tests.conftest import make_spec
+
+    spec = make_spec("model=tiny", "position=rope")
+    torch.manual_seed(0)
+    hf = hf_llama(spec.model)
+    tokens = torch.randint(9, spec.model.vocab_size, (2, 12))
+    assert torch.equal(LogitsOnly(hf)(tokens), hf(tokens).logits)
+    threads = torch.get_num_threads()
+    rows = sweep_step_rows(sizes=("tiny",), tasks=("copy",), steps={"tiny": 3}, rounds=1)
+    assert torch.get_num_threads() == threads  # a sweep worker's one thread, then restored
+    assert [(r["path"], r["task"], r["steps"]) for r in rows] == [("posbench", "copy", 3), ("hf_llama", "copy", 3)]
+    assert all(r["tokens_per_s"] > 0 for r in rows)
+
+
+def test_sweep_step_targets_use_the_ratio_of_the_two_models():
+    rows = [{"kind": "sweep_step", "model": "tiny", "task": "copy", "path": "posbench", "tokens_per_s": 130.0},
+            {"kind": "sweep_step", "model": "tiny", "task": "copy", "path": "hf_llama", "tokens_per_s": 100.0},
+            {"kind": "sweep_step", "model": "small", "task": "vt", "path": "posbench", "tokens_per_s": 90.0},
+            {"kind": "sweep_step", "model": "small", "task": "vt", "path": "hf_llama", "tokens_per_s": 100.0}]
+    lines = targets(pd.DataFrame(rows).assign(scheme="rope", span="full", length=float("nan")), None)
+    assert "- sweep step, `small` on vt: PosBench / HF Llama = 0.90 (target >= 1.3): NOT met" in lines
+    assert "- sweep step, `tiny` on copy: PosBench / HF Llama = 1.30 (target >= 1.3): met" in lines
+
+
+def test_bench_modules_import_in_one_direction():
+    import ast
+
+    for name in ("bench_gpu", "bench_step", "timing"):
+        tree = ast.parse((ROOT / "suite" / f"{name}.py").read_text())
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert "suite.bench" not in imported, name
