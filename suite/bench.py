@@ -231,7 +231,7 @@ def _sweep_step_table(df: pd.DataFrame) -> str:
     s = df[df.kind == "sweep_step"]
     if s.empty:
         return "Not measured."
-    t = s.pivot_table(index=["model", "task", "steps"], columns="path", values="tokens_per_s")
+    t = s.astype({"steps": int}).pivot_table(index=["model", "task", "steps"], columns="path", values="tokens_per_s")
     t["posbench/hf_llama"] = t["posbench"] / t["hf_llama"]
     return t.to_markdown(floatfmt=".2f")
 
