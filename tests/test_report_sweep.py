@@ -89,7 +89,7 @@ def test_a_scheme_without_a_score_ranks_last_in_the_comparison():
     board = pd.DataFrame({"scheme": ["rope", "learned"], "task": "copy", "eval_len": 64, "train_len": 32,
                           "mean": [0.1, math.nan]})
     ref = references.load("kz")
-    ours = references.our_scores(ref, board, pd.DataFrame())
+    ours = references.our_scores(ref, board)
     assert ours.loc["copy, random tokens", "APE"] == references.EMPTY
     assert math.isnan(ours.loc["copy, random tokens", "NoPE"])  # not run
     c = references.compare({"RoPE": 0.011, "APE": 0.028}, {"RoPE": 0.1, "APE": references.EMPTY})

@@ -76,7 +76,7 @@ def test_cells(ref: dict, board: pd.DataFrame) -> pd.DataFrame:
     return board[(ratio > 1) & (ratio <= float(ref.get("max_ratio", math.inf)))]
 
 
-def our_scores(ref: dict, board: pd.DataFrame, mrr_table: pd.DataFrame | None = None) -> pd.DataFrame:
+def our_scores(ref: dict, board: pd.DataFrame) -> pd.DataFrame:
     """Their layout (rows: their tasks and MRR; columns: their schemes) filled with our numbers at
     their test lengths (``test_cells``): each task's mean over those lengths of the cell means, and
     the MRR over those cells (ranks within the cells, our tie rule); rows we did not run are left out."""
@@ -97,9 +97,9 @@ def paper_scores(ref: dict) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index").reindex(columns=list(ref["columns"].values()))
 
 
-def agreement(ref: dict, board: pd.DataFrame, mrr_table: pd.DataFrame) -> pd.DataFrame:
+def agreement(ref: dict, board: pd.DataFrame) -> pd.DataFrame:
     """Per row both tables share: ``row, paper order, our order, kendall tau, opposite pairs``."""
-    ours, paper = our_scores(ref, board, mrr_table), paper_scores(ref)
+    ours, paper = our_scores(ref, board), paper_scores(ref)
     out = []
     for row in ours.index:
         mine = {k: v for k, v in ours.loc[row].items() if not pd.isna(v)}

@@ -160,8 +160,8 @@ def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = THR
         "provenance": provenance(df), "code_groups": tables.code_groups(df), "warning": tables.mixed_code_warning(df),
         "reference": ref,
         "ref_paper": references.paper_scores(ref) if ref else None,
-        "ref_ours": references.our_scores(ref, board, mrr) if ref else None,
-        "ref_agreement": references.agreement(ref, board, mrr) if ref else None,
+        "ref_ours": references.our_scores(ref, board) if ref else None,
+        "ref_agreement": references.agreement(ref, board) if ref else None,
     }
 
 
