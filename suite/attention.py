@@ -86,13 +86,34 @@ def blockwise_attention(q, k, v, scheme: PositionScheme, span: Span, pos: torch.
     return torch.cat(outs, dim=-2)
 
 
+_COMPILED_FLEX = None
+
+
+def compiled_flex():
+    """``flex_attention`` compiled once per process (FlexAttention's documented use): called
+    uncompiled it materializes the full (B, H, T, T) scores. Its recompile limit is raised to
+    cover every evaluation length and batch size of a run."""
+    global _COMPILED_FLEX
+    if _COMPILED_FLEX is None:
+        from torch.nn.attention.flex_attention import flex_attention
+
+        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+        _COMPILED_FLEX = torch.compile(flex_attention)
+    return _COMPILED_FLEX
+
+
 def flex_attention_path(q, k, v, scheme: PositionScheme, span: Span, ctx: Context):
+    """FlexAttention with the span's block mask and the scheme's score_mod, both built once per
+    forward. Compiled on CUDA (inside a compiled model it is already traced); on the CPU it runs
+    eagerly, which is what the tests hold to the reference."""
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
     T = q.shape[-2]
     block_mask = ctx.cached(("block_mask", span.name, span.cfg, T),
                             lambda: create_block_mask(span.mask_mod(), None, None, T, T, device=q.device))
-    return flex_attention(q, k, v, score_mod=scheme.score_mod(), block_mask=block_mask)
+    score_mod = ctx.cached(("score_mod", id(scheme)), lambda: scheme.score_mod(ctx.pos))
+    attend = compiled_flex() if q.is_cuda and not torch.compiler.is_compiling() else flex_attention
+    return attend(q, k, v, score_mod=score_mod, block_mask=block_mask)
 
 
 def choose_impl(impl: str, device: torch.device) -> str:
@@ -126,6 +147,8 @@ class Attention(nn.Module):
     def _attend(self, q, k, v, scheme, span, ctx):
         pos = ctx.pos
         impl = choose_impl(ctx.impl, q.device)
+        if impl == "flex" and not ctx.want_logits:
+            return flex_attention_path(q, k, v, scheme, span, ctx)  # builds no H x T x T bias
         if impl == "sdpa" and not ctx.want_logits and span.reach is not None and q.shape[-2] > 2 * BLOCK:
             return blockwise_attention(q, k, v, scheme, span, pos)  # never builds a T x T tensor
         mask_key = ("mask", id(scheme), span.name, span.cfg, q.dtype)
@@ -148,6 +171,4 @@ class Attention(nn.Module):
             ctx.cache.pop(bias_key)
             mask = ctx.cached(mask_key, lambda: float_mask(bias, span.allowed(pos, pos), q.dtype, inplace=True))
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        if impl == "flex":
-            return flex_attention_path(q, k, v, scheme, span, ctx)
         raise ValueError(f"unknown attention implementation {impl!r}; valid: auto, reference, sdpa, flex")

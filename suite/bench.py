@@ -26,10 +26,11 @@ import pandas as pd
 import torch
 
 from suite.attention import Context
-from suite.bench_step import hf_llama, sweep_step_rows
+from suite.bench_step import hf_llama, sweep_level_rows, sweep_step_rows
 from suite.config import compose_config
 from suite.model import PosBenchLM
 from suite.spec import build
+from suite.step import train_step
 from suite.sweep_time import breakdown
 from suite.timing import matmul_peak_gflops, time_steps, training_flops
 
@@ -41,19 +42,15 @@ def spec_for(model: str, scheme: str, span: str, seq_len: int):
 
 
 def train_tokens_per_s(model, tokens, impl: str | None, steps: int) -> float:
+    """Tokens/s of ``suite.step.train_step`` (the sweep's step) on ``tokens`` with every next
+    token scored; ``impl`` None: a Hugging Face model."""
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-
-    def step():
-        if impl is None:  # a Hugging Face model
-            logits = model(tokens).logits
-        else:
-            logits = model(tokens, Context(pos=torch.arange(tokens.shape[1]), impl=impl))
-        loss = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), tokens[:, 1:].flatten())
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
-    return tokens.numel() / time_steps(step, steps)
+    params, mask = list(model.parameters()), torch.ones_like(tokens, dtype=torch.bool)
+    if impl is None:
+        forward = lambda t: model(t).logits  # noqa: E731
+    else:
+        forward = lambda t: model(t, Context(pos=torch.arange(t.shape[1]), impl=impl))  # noqa: E731
+    return tokens.numel() / time_steps(lambda: train_step(forward, opt, params, tokens, mask, grad_clip=1.0), steps)
 
 
 def training_rows(steps: int, batch: int, seq_len: int, rounds: int = 2) -> list[dict]:
@@ -174,7 +171,7 @@ def eval_rows(lengths: list[int], schemes=("rope", "alibi"), max_quadratic_gib: 
     return rows
 
 
-def report(df: pd.DataFrame, peak: float, sweep: Optional[tuple], gpu_peak: Optional[float] = None) -> str:
+def report(df: pd.DataFrame, peak: float, sweep: Optional[tuple]) -> str:
     train = df[df.kind == "train"].pivot_table(index=["model", "scheme", "span"], columns="path", values="tokens_per_s")
     train["fast/reference"] = train["sdpa"] / train["reference"]
     if "hf_llama" in train:
@@ -193,6 +190,8 @@ def report(df: pd.DataFrame, peak: float, sweep: Optional[tuple], gpu_peak: Opti
         "under the CPU recipe's lengths, AdamW, clipping, schedule, answer-only loss; one torch thread, "
         "as a sweep worker), timed in turn, best of two rounds; tokens/s includes batch generation.", "",
         _sweep_step_table(df), "",
+        "## The whole sweep against the same runs trained by HF Llama", "",
+        _sweep_level_text(df), "",
         "## Training tokens/s (bare step)", "",
         "Batch and length as in `bench.csv`; `sdpa` is PosBench's fast path, `reference` its "
         "materialized-logits path, `hf_llama` a Hugging Face `LlamaForCausalLM` of the same shape. "
@@ -209,13 +208,8 @@ def report(df: pd.DataFrame, peak: float, sweep: Optional[tuple], gpu_peak: Opti
         lines += [f"### {scheme}", "", table.to_markdown(floatfmt=".2f"), ""]
         for note in e.dropna(subset=["note"]).itertuples() if "note" in e else []:
             lines.append(f"- {scheme} {note.span} at {note.length}: {note.note}")
-    lines += ["", "## GPU: bf16 training throughput and MFU", ""]
-    if gpu_peak is None:
-        lines.append("No CUDA device on this machine: not measured (the same command measures it on a GPU).")
-    else:
-        g = df[df.kind == "gpu_train"][["model", "scheme", "span", "path", "tokens_per_s", "mfu"]]
-        lines += [f"bf16 matmul peak measured in the same run: {gpu_peak:.0f} TFLOP/s. MFU = 6 x params x "
-                  "tokens/s over that peak (attention FLOPs left out).", "", g.to_markdown(index=False, floatfmt=".3f")]
+    lines += ["", "## GPU", "", "`make bench-gpu` on a CUDA machine measures bf16 training, MFU and FlexAttention "
+              "against SDPA (`suite.bench_gpu`, written to `reports/perf-gpu/`)."]
     lines += ["", "## Targets", ""]
     lines += targets(df, sweep)
     if sweep is not None:
@@ -236,6 +230,20 @@ def _sweep_step_table(df: pd.DataFrame) -> str:
     return t.to_markdown(floatfmt=".2f")
 
 
+def _sweep_level_text(df: pd.DataFrame) -> str:
+    s = df[df.kind == "sweep_level"] if "kind" in df else df.iloc[0:0]
+    if s.empty:
+        return "Not measured: no timed multirun of the sweep in the results store (run `make sweep` first)."
+    r = s.iloc[0]
+    return (f"The latest stored `{r.sweep}` multirun: {int(r.runs)} runs, {int(r.tokens):,} training tokens "
+            f"(replayed from the runs' seeds) in {r.posbench_wall_s:.0f} s of wall time, every phase included, "
+            f"on {int(r.parallel)} parallel jobs: {r.posbench_tokens_per_s:,.0f} tokens/s. The same runs trained "
+            f"one after another by the same-shape HF Llama through `suite.train.train` on {int(r.hf_threads)} "
+            f"threads (the same cores; training only, at the tokens/s it reaches on each run's task): "
+            f"{r.hf_llama_s:.0f} s, {r.hf_llama_tokens_per_s:,.0f} tokens/s. "
+            f"Ratio: **{r.posbench_tokens_per_s / r.hf_llama_tokens_per_s:.2f}**.")
+
+
 def targets(df: pd.DataFrame, sweep: Optional[tuple]) -> list[str]:
     """Each target of the performance issue, with the figure measured above and met / not met."""
     out = []
@@ -244,6 +252,10 @@ def targets(df: pd.DataFrame, sweep: Optional[tuple]) -> list[str]:
         paths = g.set_index("path").tokens_per_s
         r = paths["posbench"] / paths["hf_llama"]
         out.append(f"- sweep step, `{size}` on {task}: PosBench / HF Llama = {r:.2f} (target >= 1.3): {verdict(r >= 1.3)}")
+    for r in df[df.kind == "sweep_level"].itertuples():
+        ratio = r.posbench_tokens_per_s / r.hf_llama_tokens_per_s
+        out.append(f"- whole `{r.sweep}` sweep against HF Llama one run after another: {ratio:.2f} "
+                   f"(target >= 2.0): {verdict(ratio >= 2.0)}")
     t = df[(df.kind == "train") & (df.scheme == "rope") & (df.span == "full")]
     for size, g in t.groupby("model"):
         paths = g.set_index("path").tokens_per_s
@@ -286,19 +298,14 @@ def main(argv=None) -> int:
     torch.set_num_threads(2)
     peak = matmul_peak_gflops()
     rows = sweep_step_rows()
+    rows += sweep_level_rows(args.results, args.sweep)
     rows += training_rows(args.steps, args.batch, args.seq_len)
     rows += eval_rows([int(x) for x in args.lengths.split(",")])
-    gpu_peak = None
-    if torch.cuda.is_available():
-        from suite.bench_gpu import gpu_rows
-
-        gpu, gpu_peak = gpu_rows()
-        rows += gpu
     df = pd.DataFrame(rows)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     df.assign(matmul_peak_gflops=peak, batch=args.batch, seq_len=args.seq_len).to_csv(out / "bench.csv", index=False)
-    text = report(df, peak, breakdown(args.results, args.sweep), gpu_peak)
+    text = report(df, peak, breakdown(args.results, args.sweep))
     (out / "index.md").write_text(text)
     print(text)
     return 0

@@ -1,44 +1,122 @@
-"""The GPU part of ``make bench``: bf16 training throughput and model FLOPs utilization (MFU).
+"""``make bench-gpu``: bf16 training throughput, MFU, and FlexAttention against SDPA for every span.
 
-Runs only where CUDA is available. Training uses the ``train=gpu`` recipe's path (bf16 autocast,
-``torch.compile``, fused AdamW, FlexAttention); MFU is 6 x parameters x tokens/s (attention
-FLOPs left out, as in the usual estimate) over the bf16 matmul peak measured in the same run.
+Each configuration trains through the sweep's own step (``suite.step.train_step``) under the
+``train=gpu`` recipe: bf16 autocast, ``torch.compile``, fused AdamW, the recipe's batch and length
+(64 x 1024 tokens, ``base`` model), on a batch of the ``gpu`` sweep's tasks. MFU is 6 x parameters
+x tokens/s (attention FLOPs left out, the usual estimate) over two peaks, both printed: the bf16
+matrix-multiply rate measured in the same run, and the device's datasheet figure where known.
+Configurations are timed in order until ``--budget`` seconds are spent; the rest are listed as
+skipped, so the command ends in bounded time on any GPU.
 """
 from __future__ import annotations
 
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
 import torch
 
+from suite.batch import make_batch
 from suite.config import compose_config
 from suite.model import PosBenchLM
 from suite.spec import build
-from suite.timing import bf16_matmul_peak_tflops, cuda_time, training_flops
+from suite.step import train_step
+from suite.timing import bf16_matmul_peak_tflops, time_steps, training_flops
+from suite.train import build_optimizer
 
-CONFIGS = [("base", "rope", "full"), ("base", "alibi", "full"), ("base", "rope", "swa")]
-SPAN_ARGS = {"full": ["span=full"], "swa": ["span=swa", "span.window=128"]}
+SPANS = {"full": ["span=full"], "swa": ["span=swa", "span.window=128"], "chunked": ["span=chunked", "span.chunk=128"]}
+# (scheme, span, attention path): every span on both paths with RoPE, then the bias schemes
+CONFIGS = [(s, span, impl) for s in ("rope",) for span in SPANS for impl in ("flex", "sdpa")]
+CONFIGS += [("alibi", "full", "flex"), ("t5", "full", "flex"), ("alibi", "swa", "flex")]
+# dense bf16 tensor-core peaks from the vendors' datasheets, TFLOP/s (SXM parts)
+DATASHEET_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10G": 70.0}
 
 
-def gpu_rows(seq_len: int = 1024, batch: int = 8, steps: int = 20) -> tuple[list[dict], float]:
-    peak = bf16_matmul_peak_tflops()
-    rows = []
-    for size, scheme, span in CONFIGS:
-        spec = build(compose_config([f"model={size}", f"position={scheme}", *SPAN_ARGS[span], "train=gpu",
-                                     f"train.seq_len={seq_len}"]))
+def datasheet_peak(name: str) -> float | None:
+    return next((v for k, v in DATASHEET_BF16_TFLOPS.items() if k in name), None)
+
+
+def config_spec(scheme: str, span: str, impl: str, *extra: str):
+    return build(compose_config(["+sweep=gpu", f"position={scheme}", *SPANS[span], f"model.attention={impl}", *extra]))
+
+
+def step_rows(configs=CONFIGS, extra=(), device: str = "cuda", backend: str = "inductor", steps: int = 10,
+              budget_s: float = 360.0) -> list[dict]:
+    """Training tokens/s of each (scheme, span, path) through ``train_step``, compiled with
+    ``backend``; configurations past ``budget_s`` are listed with ``skipped`` set."""
+    rows, start = [], time.perf_counter()
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    for scheme, span, impl in configs:
+        row = {"kind": "gpu_train", "scheme": scheme, "span": span, "path": impl}
+        if time.perf_counter() - start > budget_s:
+            rows.append({**row, "skipped": f"over the {budget_s:.0f} s budget"})
+            continue
+        spec = config_spec(scheme, span, impl, *extra, f"train.device={device}")
+        t = spec.train
+        torch.compiler.reset()
         torch.manual_seed(0)
-        model = PosBenchLM(spec.model).cuda()
-        compiled = torch.compile(model)
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-        tokens = torch.randint(9, spec.model.vocab_size, (batch, seq_len), device="cuda")
+        model = PosBenchLM(spec.model).to(device).train()
+        forward = torch.compile(model, backend=backend)
+        opt = build_optimizer(model, spec, torch.device(device))
+        tokens, mask = make_batch([task.build() for task in spec.tasks], np.random.default_rng(0), t.seq_len, t.batch_size)
+        tokens, mask = tokens.to(device), mask.to(device)
+        autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=t.precision == "bf16")
+        params = list(model.parameters())
+        mark = time.perf_counter()
+        seconds = time_steps(lambda: train_step(forward, opt, params, tokens, mask, grad_clip=t.grad_clip,
+                                                autocast=autocast, check=False), steps, warmup=3, sync=sync)
+        rows.append({**row, "model": spec.model.name, "batch": t.batch_size, "seq_len": t.seq_len,
+                     "params": sum(p.numel() for p in params), "tokens_per_s": tokens.numel() / seconds,
+                     "wall_s": time.perf_counter() - mark})
+    return rows
 
-        def step():
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                logits = compiled(tokens)
-            loss = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1).float(), tokens[:, 1:].flatten())
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
 
-        tok_s = tokens.numel() / cuda_time(step, steps)
-        params = sum(p.numel() for p in model.parameters())
-        rows.append({"kind": "gpu_train", "model": size, "scheme": scheme, "span": span, "path": "flex+compile+bf16",
-                     "tokens_per_s": tok_s, "params": params, "mfu": training_flops(params, tok_s) / (peak * 1e12)})
-    return rows, peak
+def report(df: pd.DataFrame, measured: float, datasheet: float | None, device: str) -> str:
+    done = df[df.get("skipped").isna()] if "skipped" in df else df
+    done = done.assign(
+        mfu_measured=training_flops(done.params, done.tokens_per_s) / (measured * 1e12),
+        mfu_datasheet=(training_flops(done.params, done.tokens_per_s) / (datasheet * 1e12)) if datasheet else float("nan"))
+    lines = ["# PosBench on one GPU", "",
+             f"Device: {device}; torch {torch.__version__}. bf16 matmul peak measured in this run "
+             f"(8192 x 8192): {measured:.0f} TFLOP/s; datasheet dense bf16: "
+             f"{f'{datasheet:.0f} TFLOP/s' if datasheet else 'not known for this device'}.",
+             "MFU = 6 x params x tokens/s over each peak (attention FLOPs left out).", "",
+             done[["model", "scheme", "span", "path", "batch", "seq_len", "tokens_per_s", "mfu_measured",
+                   "mfu_datasheet"]].to_markdown(index=False, floatfmt=".3f"), ""]
+    flex_vs = done.pivot_table(index=["scheme", "span"], columns="path", values="tokens_per_s")
+    if {"flex", "sdpa"} <= set(flex_vs.columns):
+        flex_vs["flex/sdpa"] = flex_vs["flex"] / flex_vs["sdpa"]
+        lines += ["## FlexAttention against SDPA (training tokens/s)", "", flex_vs.to_markdown(floatfmt=".2f"), ""]
+    for row in df[df.get("skipped").notna()].itertuples() if "skipped" in df else []:
+        lines.append(f"- skipped {row.scheme} {row.span} {row.path}: {row.skipped}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m suite.bench_gpu")
+    p.add_argument("--out", default="reports/perf-gpu")
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--budget", type=float, default=360.0, help="seconds of configurations before the rest are skipped")
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("no CUDA device: the GPU bench needs one (make bench measures the CPU)", file=sys.stderr)
+        return 2
+    torch.set_float32_matmul_precision("high")
+    name = torch.cuda.get_device_name()
+    measured = bf16_matmul_peak_tflops()
+    df = pd.DataFrame(step_rows(steps=args.steps, budget_s=args.budget))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    df.assign(bf16_peak_measured_tflops=measured, bf16_peak_datasheet_tflops=datasheet_peak(name)).to_csv(
+        out / "bench.csv", index=False)
+    text = report(df, measured, datasheet_peak(name), name)
+    (out / "index.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,4 +1,5 @@
-"""The training step a sweep runs, timed against a same-shape Hugging Face Llama put through it.
+"""The training step a sweep runs, timed against a same-shape Hugging Face Llama put through it,
+per step and over a whole stored sweep.
 
 Both models train through ``suite.train.train`` itself: the same batches (a default-sweep task
 under the CPU recipe's length protocol), AdamW, gradient clipping, learning-rate schedule and
@@ -10,9 +11,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+import numpy as np
+
+from suite.batch import length_range, sample_length
 from suite.config import compose_config
 from suite.model import PosBenchLM
 from suite.spec import build
+from suite.sweep_time import latest_multirun
 from suite.train import train
 
 STEPS = {"tiny": 200, "small": 40}  # timed steps per run: a few seconds to tens of seconds each
@@ -68,3 +73,49 @@ def sweep_step_rows(sizes=("tiny", "small"), tasks=("copy", "vt"), steps: dict |
     finally:
         torch.set_num_threads(threads)
     return rows
+
+
+def training_tokens(spec) -> int:
+    """Tokens a run of ``spec`` trains on: its batches' lengths replayed from their seeds (each
+    batch draws its length first from the generator seeded by (seed, step), as ``make_batch`` does)."""
+    t = spec.train
+    lo, hi = length_range(tuple(task.build() for task in spec.tasks), t.seq_len, t.min_len)
+    return t.batch_size * sum(sample_length(np.random.default_rng([spec.seed, step]), lo, hi) for step in range(t.steps))
+
+
+def sweep_level_rows(results_dir, sweep: str = "default", steps: int = 200, threads: int = 2) -> list[dict]:
+    """The latest stored multirun of ``sweep``: its training tokens over its wall time (every phase
+    included, its parallel jobs on this machine's cores), against the same runs' tokens trained
+    one after another by a same-shape HF Llama through ``train`` on ``threads`` threads (the same
+    cores), at the tokens/s it reaches on each run's task in ``steps`` timed steps (training only).
+    Empty when the store holds no timed multirun of ``sweep``."""
+    found = latest_multirun(results_dir, sweep)
+    if found is None:
+        return []
+    record, runs = found
+    per_task: dict[str, int] = {}
+    model = None
+    for run in runs:
+        task_names = [t["name"] for t in run["spec"]["tasks"]]
+        selector = f"task={task_names[0]}" if len(task_names) == 1 else f"taskset={run['spec']['taskset']}"
+        spec = build(compose_config([selector, f"model={run['spec']['model']['name']}", f"seed={run['spec']['seed']}"]))
+        if spec.to_dict()["train"] != run["spec"]["train"]:
+            raise ValueError(f"run {run.get('run_id')} was trained with settings the default recipe no longer has")
+        model = model or spec.model
+        per_task[selector] = per_task.get(selector, 0) + training_tokens(spec)
+    hf_seconds = 0.0
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for selector, tokens in per_task.items():
+            spec = build(compose_config([selector, f"model={model.name}", f"train.steps={steps}"]))
+            torch.manual_seed(0)
+            result = train(LogitsOnly(hf_llama(spec.model)), spec, [t.build() for t in spec.tasks], progress=False,
+                           log_every=steps)
+            hf_seconds += tokens / result.history[-1]["train/tokens_per_s"]
+    finally:
+        torch.set_num_threads(before)
+    total = sum(per_task.values())
+    return [{"kind": "sweep_level", "sweep": sweep, "runs": len(runs), "tokens": total, "parallel": record["parallel"],
+             "posbench_wall_s": record["wall_s"], "hf_llama_s": hf_seconds, "hf_threads": threads,
+             "posbench_tokens_per_s": total / record["wall_s"], "hf_llama_tokens_per_s": total / hf_seconds}]

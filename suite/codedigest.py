@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 NUMERIC_CODE = (
     "suite/model.py", "suite/attention.py", "suite/position", "suite/span", "suite/batch.py",
-    "suite/train.py", "suite/evaluate.py", "suite/evalsets.py", "suite/diagnostics.py", "tasks",
+    "suite/step.py", "suite/train.py", "suite/evaluate.py", "suite/evalsets.py", "suite/diagnostics.py", "tasks",
 )
 
 

@@ -30,9 +30,9 @@ def _when(stamp: str) -> datetime:
     return datetime.fromisoformat(stamp)
 
 
-def breakdown(results_dir: str | Path, sweep: str) -> Optional[tuple[pd.DataFrame, dict]]:
-    """(table of phase, seconds, share of worker time; the multirun's log record) for the latest
-    multirun of ``sweep`` that trained runs with stored timings, or None when there is none."""
+def latest_multirun(results_dir: str | Path, sweep: str) -> Optional[tuple[dict, list[dict]]]:
+    """(the multirun's log record, the stored ``run`` records it wrote) for the latest multirun of
+    ``sweep`` that trained runs with stored timings, or None when there is none."""
     log = sweep_log_path(results_dir, sweep)
     if not log.exists():
         return None
@@ -47,15 +47,24 @@ def breakdown(results_dir: str | Path, sweep: str) -> Optional[tuple[pd.DataFram
     for record in reversed([json.loads(line) for line in log.read_text().splitlines() if line.strip()]):
         start, end = _when(record["started"]), _when(record["ended"])
         mine = [r for r in runs if start <= _when(r["timestamp"]) <= end]
-        if not mine:
-            continue
-        worker_s = record["wall_s"] * record["parallel"]
-        rows = [{"phase": phase, "seconds": sum(r["timing"].get(k, 0.0) for r in mine for k in keys)}
-                for phase, keys in PHASES.items()]
-        inside = sum(row["seconds"] for row in rows)
-        rows.append({"phase": "outside the runs (start-up, imports, Hydra, idle workers)",
-                     "seconds": max(0.0, worker_s - inside)})
-        table = pd.DataFrame(rows)
-        table["share"] = table.seconds / worker_s
-        return table, {**record, "runs": len(mine), "worker_s": worker_s}
+        if mine:
+            return record, mine
     return None
+
+
+def breakdown(results_dir: str | Path, sweep: str) -> Optional[tuple[pd.DataFrame, dict]]:
+    """(table of phase, seconds, share of worker time; the multirun's log record) for the latest
+    multirun of ``sweep`` that trained runs with stored timings, or None when there is none."""
+    found = latest_multirun(results_dir, sweep)
+    if found is None:
+        return None
+    record, mine = found
+    worker_s = record["wall_s"] * record["parallel"]
+    rows = [{"phase": phase, "seconds": sum(r["timing"].get(k, 0.0) for r in mine for k in keys)}
+            for phase, keys in PHASES.items()]
+    inside = sum(row["seconds"] for row in rows)
+    rows.append({"phase": "outside the runs (start-up, imports, Hydra, idle workers)",
+                 "seconds": max(0.0, worker_s - inside)})
+    table = pd.DataFrame(rows)
+    table["share"] = table.seconds / worker_s
+    return table, {**record, "runs": len(mine), "worker_s": worker_s}

@@ -20,7 +20,8 @@ import torch
 from tqdm.auto import tqdm
 
 from suite import distributed
-from suite.batch import make_batch, next_token_loss
+from suite.batch import make_batch
+from suite.step import train_step
 from suite.spec import RunSpec
 from tasks.base import PAD_ID
 
@@ -110,7 +111,11 @@ def train(
             model.load_state_dict(initial)
             optimizer = build_optimizer(model, spec, device)
             start = 0
+    if device.type == "cuda":
+        torch.set_float32_matmul_precision("high")  # TF32 for what runs outside the bf16 autocast
     ddp = distributed.wrap(model, device)
+    if t.compile:
+        torch.compiler.reset()  # each run starts with an empty cache: the recompile limit counts per run
     step_fn = torch.compile(ddp) if t.compile else ddp
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=t.precision == "bf16")
 
@@ -118,6 +123,7 @@ def train(
     bar = tqdm(range(start, t.steps), initial=start, total=t.steps, disable=not progress,
                desc=f"train {spec.model.pattern}/{spec.taskset}", leave=False, dynamic_ncols=True)
     loss_value, history, tokens_seen, batch_s = float("nan"), [], 0, 0.0
+    params = list(model.parameters())
     for step in bar:
         rng = np.random.default_rng([spec.seed, step])
         tb = time.perf_counter()
@@ -130,23 +136,20 @@ def train(
         tokens, mask = tokens[rows], mask[rows]
         for group in optimizer.param_groups:
             group["lr"] = t.lr * lr_at(step, spec)
-        with autocast:
-            logits = step_fn(tokens)
-        loss = next_token_loss(logits, tokens, mask, denominator=scored / n_procs)
-        loss_value = distributed.mean(loss).item()
-        if not math.isfinite(loss_value):
+        logged = step % log_every == 0 or step == t.steps - 1
+        out = train_step(step_fn, optimizer, params, tokens, mask, grad_clip=t.grad_clip,
+                         denominator=scored / n_procs, autocast=autocast, reduce=distributed.mean,
+                         check=logged or device.type == "cpu")  # no host sync on a GPU between log steps
+        if out.stopped:
             bar.close()
-            return TrainResult("diverged", step, loss_value, time.perf_counter() - t0, start, history, batch_s)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
-        optimizer.step()
+            return TrainResult("diverged", step, out.loss_value, time.perf_counter() - t0, start, history, batch_s)
         tokens_seen += tokens.numel() * n_procs
-        if step % log_every == 0 or step == t.steps - 1:
+        if logged:
             tok_s = tokens_seen / max(1e-9, time.perf_counter() - t0)
+            loss_value = out.loss_value
             bar.set_postfix(loss=f"{loss_value:.3f}", tok_s=f"{tok_s:,.0f}")
             record = {"train/loss": loss_value, "train/lr": optimizer.param_groups[0]["lr"],
-                      "train/grad_norm": float(grad_norm), "train/tokens_per_s": tok_s}
+                      "train/grad_norm": float(out.grad_norm), "train/tokens_per_s": tok_s}
             history.append({"step": step, **record})
             if log is not None:
                 log(record, step)

@@ -4,7 +4,7 @@ import warnings
 import pytest
 import torch
 
-from suite.attention import Context
+from suite.attention import BLOCK, Context
 from suite.model import PosBenchLM
 from suite.position import SCHEMES
 from tests.conftest import make_spec
@@ -116,13 +116,32 @@ def test_one_bias_scheme_on_layers_with_different_spans_equals_the_reference(sch
         assert torch.allclose(_run(model, tokens, "reference"), _run(model, tokens, "sdpa"), atol=1e-5)
 
 
+# (path, length): sdpa at a short length, the blockwise path (sdpa past 2 x BLOCK tokens for a
+# bounded span), FlexAttention
+COMPILED_PATHS = [("sdpa", 23), ("sdpa", 2 * BLOCK + 13), ("flex", 23)]
+
+
+def _traced_without_host_reads(gm, example_inputs):
+    """A compile backend: the aot_eager backend (traces like inductor without a C++ compiler),
+    after checking that the graph reads no tensor value back to the host (a sync per step)."""
+    reads = [n for n in gm.graph.nodes if (n.op == "call_method" and n.target in ("item", "tolist", "__int__"))
+             or n.target is torch.ops.aten._local_scalar_dense.default]
+    assert not reads, f"the graph reads tensor values to the host: {reads}"
+    return torch._dynamo.lookup_backend("aot_eager")(gm, example_inputs)
+
+
+@pytest.mark.parametrize("impl,length", COMPILED_PATHS, ids=["sdpa", "blockwise", "flex"])
 @pytest.mark.parametrize("span", list(SPAN_OVERRIDES))
 @pytest.mark.parametrize("scheme", sorted(SCHEMES))
-def test_the_forward_compiles_as_one_graph(scheme, span):
-    # the GPU recipe compiles the training step: no host sync or unsupported construct may split
-    # it (the aot_eager backend traces like inductor without needing a C++ compiler)
+def test_the_forward_compiles_as_one_graph(scheme, span, impl, length):
+    # the GPU recipe compiles the training step: no host sync or unsupported construct may split it
     torch._dynamo.reset()
-    model = _model(f"position={scheme}", *SPAN_OVERRIDES[span]).train()
-    tokens = torch.randint(0, model.spec.vocab_size, (2, 23))
-    step = torch.compile(lambda t: _run(model, t, "sdpa"), backend="aot_eager", fullgraph=True)
-    assert torch.allclose(step(tokens), _run(model, tokens, "sdpa"), atol=1e-5)
+    model = _model(f"position={scheme}", *SPAN_OVERRIDES[span], f"train.seq_len={length}").train()
+    tokens = torch.randint(0, model.spec.vocab_size, (2, length))
+    # positions enter as an input, so a read of their values (a host sync) cannot be constant-folded
+    step = torch.compile(lambda t, pos: model(t, Context(pos=pos, impl=impl)),
+                         backend=_traced_without_host_reads, fullgraph=True)
+    # FlexAttention has no backward on the CPU, so its graph is traced without gradients
+    with warnings.catch_warnings(), torch.set_grad_enabled(impl != "flex"):
+        warnings.simplefilter("ignore")
+        assert torch.allclose(step(tokens, torch.arange(length)), _run(model, tokens, "reference"), atol=1e-4)

@@ -81,3 +81,65 @@ def test_bench_modules_import_in_one_direction():
         tree = ast.parse((ROOT / "suite" / f"{name}.py").read_text())
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         assert "suite.bench" not in imported, name
+
+
+def test_the_gpu_bench_trains_every_span_through_the_compiled_sweep_step_on_the_cpu():
+    from suite.bench_gpu import report, step_rows
+
+    # the GPU command's code path, shrunk: tiny model, fp32, the aot_eager backend (no C++ compiler)
+    configs = [("rope", "full", "sdpa"), ("alibi", "swa", "sdpa"), ("t5", "chunked", "sdpa")]
+    extra = ["model=tiny", "train.seq_len=40", "train.batch_size=2", "train.precision=fp32", "eval.multiples=[1]"]
+    rows = step_rows(configs, extra, device="cpu", backend="aot_eager", steps=1, budget_s=600)
+    assert [(r["scheme"], r["span"], r["path"]) for r in rows] == configs
+    assert all(r["tokens_per_s"] > 0 and r["batch"] == 2 and r["seq_len"] == 40 and r["model"] == "tiny" for r in rows)
+    skipped = step_rows(configs[:1], extra, device="cpu", backend="aot_eager", steps=1, budget_s=-1)
+    assert skipped[0]["skipped"].startswith("over the")
+    text = report(pd.DataFrame(rows + skipped), measured=100.0, datasheet=None, device="cpu")
+    assert "mfu_measured" in text and "not known for this device" in text and "- skipped rope full sdpa" in text
+
+
+def test_the_gpu_bench_knows_the_datasheet_peak_of_common_devices():
+    from suite.bench_gpu import datasheet_peak
+
+    assert datasheet_peak("NVIDIA H200") == 989.0 and datasheet_peak("NVIDIA A100-SXM4-80GB") == 312.0
+    assert datasheet_peak("Some Other GPU") is None
+
+
+def test_a_runs_training_tokens_are_replayed_from_its_seeds():
+    import numpy as np
+
+    from suite.batch import make_batch
+    from suite.bench_step import training_tokens
+    from tests.conftest import make_spec
+
+    spec = make_spec("task=copy", "train.steps=30", "seed=3")
+    t, tasks = spec.train, [task.build() for task in spec.tasks]
+    built = sum(make_batch(tasks, np.random.default_rng([3, step]), t.seq_len, t.batch_size, t.min_len)[0].numel()
+                for step in range(t.steps))
+    assert training_tokens(spec) == built and built != t.steps * t.batch_size * t.seq_len  # lengths vary
+
+
+def test_the_sweep_level_ratio_counts_every_stored_run_of_the_latest_multirun(tmp_path):
+    import json
+
+    from suite import store
+    from suite.bench import _sweep_level_text
+    from suite.bench_step import sweep_level_rows, training_tokens
+    from suite.validate import sweep_log_path
+    from tests.conftest import make_spec
+
+    specs = [make_spec("task=copy", "seed=0"), make_spec("task=copy", "seed=1"), make_spec("task=vt", "seed=0")]
+    for i, spec in enumerate(specs):
+        store.write_run(tmp_path, "sw", f"r{i}", {"run_id": f"r{i}", "timestamp": "2026-01-01T00:01:00+00:00",
+                                                 "timing": {"train_s": 1.0}, "spec": spec.to_dict()}, [])
+    sweep_log_path(tmp_path, "sw").write_text(json.dumps(
+        {"sweep": "sw", "started": "2026-01-01T00:00:00+00:00", "ended": "2026-01-01T00:02:00+00:00",
+         "wall_s": 100.0, "parallel": 2}) + "\n")
+    [row] = sweep_level_rows(tmp_path, "sw", steps=3, threads=1)
+    assert row["runs"] == 3 and row["tokens"] == sum(training_tokens(s) for s in specs)
+    assert row["posbench_tokens_per_s"] == row["tokens"] / 100.0 and row["hf_llama_s"] > 0
+    ratio = row["posbench_tokens_per_s"] / row["hf_llama_tokens_per_s"]
+    assert f"Ratio: **{ratio:.2f}**" in _sweep_level_text(pd.DataFrame([row]))
+    [line] = [x for x in targets(pd.DataFrame([row]).assign(task=None, model="tiny", scheme="rope", span="full", path="", length=0), None) if "whole" in x]
+    assert f"one run after another: {ratio:.2f} (target >= 2.0)" in line
+    assert sweep_level_rows(tmp_path, "nothing") == []

@@ -66,9 +66,9 @@ def test_unreadable_checkpoint_is_reported_and_the_run_restarts_from_scratch(tmp
 
 
 def test_a_non_finite_loss_stops_the_run_as_diverged_and_the_leaderboard_says_so(tmp_path, monkeypatch):
-    import suite.train as train_mod
+    import suite.step as step_mod
 
-    real = train_mod.next_token_loss
+    real = step_mod.next_token_loss
     calls = {"n": 0}
 
     def exploding(*args, **kwargs):
@@ -76,7 +76,7 @@ def test_a_non_finite_loss_stops_the_run_as_diverged_and_the_leaderboard_says_so
         calls["n"] += 1
         return loss * float("nan") if calls["n"] == 4 else loss
 
-    monkeypatch.setattr(train_mod, "next_token_loss", exploding)
+    monkeypatch.setattr(step_mod, "next_token_loss", exploding)
     path = execute(make_spec(*SMALL, "train.steps=10", "sweep_name=dv"), results_dir=tmp_path, progress=False)
     rows = store.read_run(path)["rows"]
     assert {r["status"] for r in rows} == {"diverged"}

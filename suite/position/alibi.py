@@ -42,7 +42,7 @@ class ALiBi(PositionScheme):
         distance = (pos_q[:, None] - pos_k[None, :]).to(self.slopes.dtype)
         return -self.slopes[:, None, None] * distance
 
-    def score_mod(self):
+    def score_mod(self, pos):
         slopes = self.slopes
 
         def alibi(score, b, h, q_idx, kv_idx):

@@ -72,8 +72,9 @@ class PositionScheme(nn.Module):
     def bias(self, pos_q: torch.Tensor, pos_k: torch.Tensor) -> Optional[torch.Tensor]:
         return None
 
-    def score_mod(self) -> Optional[Callable]:
-        """FlexAttention score_mod adding this scheme's bias, or None when it has none."""
+    def score_mod(self, pos: torch.Tensor) -> Optional[Callable]:
+        """FlexAttention score_mod adding this scheme's bias for positions ``pos`` (T,), or None
+        when it has none. Called once per forward; the indices it receives are token indices."""
         return None
 
     def max_length(self) -> Optional[int]:

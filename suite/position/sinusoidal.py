@@ -16,14 +16,22 @@ import torch
 from suite.position.base import PositionConfig, PositionScheme
 
 
+def sinusoidal_frequencies(d_model: int) -> torch.Tensor:
+    """1 / 10000^(2i/d) for i < d/2, shape (ceil(d/2),)."""
+    return torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+
+
+def sinusoidal_encoding(pos: torch.Tensor, d_model: int) -> torch.Tensor:
+    """(T, d_model) encodings of positions ``pos`` (T,): sin on even dimensions, cos on odd ones.
+    Computed from the positions themselves: no table to size, so no read of ``pos.max()``."""
+    angles = pos.to(torch.float32).unsqueeze(1) * sinusoidal_frequencies(d_model).to(pos.device)  # (T, ceil(d/2))
+    out = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)  # sin, cos interleaved
+    return out[:, :d_model]
+
+
 def sinusoidal_table(n_positions: int, d_model: int) -> torch.Tensor:
-    """(n_positions, d_model) table: sin on even dimensions, cos on odd ones."""
-    pos = torch.arange(n_positions, dtype=torch.float32).unsqueeze(1)  # (P, 1)
-    div = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
-    table = torch.zeros(n_positions, d_model)
-    table[:, 0::2] = torch.sin(pos * div)
-    table[:, 1::2] = torch.cos(pos * div[: d_model // 2])
-    return table
+    """(n_positions, d_model) table of positions 0 .. n_positions - 1."""
+    return sinusoidal_encoding(torch.arange(n_positions), d_model)
 
 
 @dataclass(frozen=True)
@@ -41,5 +49,4 @@ class Sinusoidal(PositionScheme):
     Config = SinusoidalConfig
 
     def embed(self, x, pos):  # x: (B, T, C), pos: (T,)
-        table = sinusoidal_table(int(pos.max()) + 1, x.shape[-1]).to(x.device, x.dtype)
-        return x + table[pos] * (self.cfg.rms * math.sqrt(2.0))
+        return x + sinusoidal_encoding(pos, x.shape[-1]).to(x.dtype) * (self.cfg.rms * math.sqrt(2.0))

@@ -43,7 +43,6 @@ class T5Config(PositionConfig):
 class T5Bias(PositionScheme):
     name = "t5"
     Config = T5Config
-    learned_bias = True
 
     def __init__(self, cfg, dims):
         super().__init__(cfg, dims)
@@ -54,10 +53,12 @@ class T5Bias(PositionScheme):
         buckets = t5_bucket(pos_k[None, :] - pos_q[:, None], self.cfg.num_buckets, self.cfg.max_distance)
         return self.table(buckets).permute(2, 0, 1)
 
-    def score_mod(self):
-        table, nb, md = self.table.weight, self.cfg.num_buckets, self.cfg.max_distance
+    def score_mod(self, pos):
+        # The (H, T, T) bias is built once per forward and indexed: reading the 32-row table inside
+        # the kernel would scatter its gradient into a few buckets with atomic adds.
+        bias = self.bias(pos, pos)
 
         def t5(score, b, h, q_idx, kv_idx):
-            return score + table[t5_bucket(kv_idx - q_idx, nb, md), h]
+            return score + bias[h, q_idx, kv_idx]
 
         return t5
