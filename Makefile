@@ -9,9 +9,12 @@ SWEEP  ?= default
 ARGS   ?=
 RUN    ?=
 TASKS  ?= posbench_core
+# what a GPU node with its own torch, numpy, pandas, PyYAML and tqdm lacks to run PosBench offline
+# (pure-Python wheels, so one set serves any Python 3 and platform)
+NODE_WHEELS ?= "hydra-core==1.3.8" "omegaconf==2.3.1" "hydra-joblib-launcher==1.2.0" "tabulate==0.10.0" "packaging==26.4"
 
 .DEFAULT_GOAL := help
-.PHONY: help install test sweep report bench summary lmeval clean
+.PHONY: help install test sweep report bench bench-gpu wheelhouse summary lmeval clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -37,6 +40,14 @@ report: install ## build reports/<sweep>/ from results/<sweep>/: leaderboards, M
 
 bench: install ## measure speed and memory side by side; writes reports/perf/
 	$(BIN)/python -m suite.bench
+
+bench-gpu: install ## on a CUDA machine: bf16 training tokens/s, MFU, FlexAttention vs SDPA per span; writes reports/perf-gpu/
+	$(BIN)/python -m suite.bench_gpu
+
+wheelhouse: ## wheels of the pure-Python dependencies for an offline GPU node (README: "Offline GPU nodes")
+	rm -rf wheelhouse && mkdir -p wheelhouse
+	$(PYTHON) -m pip download --no-deps --only-binary=:all: -d wheelhouse $(NODE_WHEELS)
+	$(PYTHON) -m pip wheel --no-deps -w wheelhouse "antlr4-python3-runtime==4.9.3"
 
 summary: install ## print exact match by scheme and eval length for SWEEP
 	$(BIN)/python -m suite.store results/$(SWEEP)

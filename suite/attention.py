@@ -113,7 +113,7 @@ def flex_attention_path(q, k, v, scheme: PositionScheme, span: Span, ctx: Contex
                             lambda: create_block_mask(span.mask_mod(), None, None, T, T, device=q.device))
     score_mod = ctx.cached(("score_mod", id(scheme)), lambda: scheme.score_mod(ctx.pos))
     attend = compiled_flex() if q.is_cuda and not torch.compiler.is_compiling() else flex_attention
-    return attend(q, k, v, score_mod=score_mod, block_mask=block_mask)
+    return attend(q, k, v, score_mod=score_mod, block_mask=block_mask, kernel_options=scheme.flex_kernel_options)
 
 
 def choose_impl(impl: str, device: torch.device) -> str:

@@ -99,6 +99,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m suite.bench_gpu")
     p.add_argument("--out", default="reports/perf-gpu")
     p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--only", default="", help="scheme:span:path,... to time instead of every configuration")
     p.add_argument("--budget", type=float, default=360.0, help="seconds of configurations before the rest are skipped")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
@@ -107,7 +108,8 @@ def main(argv=None) -> int:
     torch.set_float32_matmul_precision("high")
     name = torch.cuda.get_device_name()
     measured = bf16_matmul_peak_tflops()
-    df = pd.DataFrame(step_rows(steps=args.steps, budget_s=args.budget))
+    configs = [tuple(c.split(":")) for c in args.only.split(",")] if args.only else CONFIGS
+    df = pd.DataFrame(step_rows(configs, steps=args.steps, budget_s=args.budget))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     df.assign(bf16_peak_measured_tflops=measured, bf16_peak_datasheet_tflops=datasheet_peak(name)).to_csv(

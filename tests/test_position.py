@@ -68,6 +68,20 @@ def test_t5_bias_is_shared_table_lookup():
     assert torch.equal(bias[1], buckets.float() * 2 + 1)
 
 
+@pytest.mark.parametrize("grad", [True, False], ids=["training: (H, T, T) bias", "no grad: bias by distance"])
+def test_t5_score_mod_adds_the_bias_on_every_allowed_pair(grad):
+    scheme = SCHEMES["t5"](SCHEMES["t5"].Config(num_buckets=8, max_distance=16), Dims(16, 2, 8, 16))
+    torch.nn.init.normal_(scheme.table.weight)
+    pos = torch.arange(40)
+    with torch.set_grad_enabled(grad):
+        mod = scheme.score_mod(pos)
+        h, q, k = torch.meshgrid(torch.arange(2), pos, pos, indexing="ij")
+        added = mod(torch.zeros(h.shape), 0, h, q, k)
+        expected = scheme.bias(pos, pos)
+    causal = k <= q
+    assert torch.allclose(added[causal], expected[causal]) and added.requires_grad == grad
+
+
 # ---------------------------------------------------------------- sinusoidal (Vaswani et al. 2017)
 
 def test_sinusoidal_table_matches_the_transformer_formula():

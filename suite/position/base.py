@@ -77,6 +77,9 @@ class PositionScheme(nn.Module):
         when it has none. Called once per forward; the indices it receives are token indices."""
         return None
 
+    # FlexAttention ``kernel_options`` for this scheme's score_mod (None: the kernel's defaults)
+    flex_kernel_options: ClassVar[Optional[dict]] = None
+
     def max_length(self) -> Optional[int]:
         """Longest sequence the scheme can represent, or None for no limit."""
         return None

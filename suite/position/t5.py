@@ -43,6 +43,9 @@ class T5Config(PositionConfig):
 class T5Bias(PositionScheme):
     name = "t5"
     Config = T5Config
+    # A score_mod that gathers a learned bias needs more shared memory than the default 128 x 64
+    # tiles leave: compiled on an H200 it asked for 245,760 bytes against a 232,448-byte limit.
+    flex_kernel_options = {"BLOCK_M": 64, "BLOCK_N": 64}
 
     def __init__(self, cfg, dims):
         super().__init__(cfg, dims)
@@ -54,11 +57,24 @@ class T5Bias(PositionScheme):
         return self.table(buckets).permute(2, 0, 1)
 
     def score_mod(self, pos):
-        # The (H, T, T) bias is built once per forward and indexed: reading the 32-row table inside
-        # the kernel would scatter its gradient into a few buckets with atomic adds.
-        bias = self.bias(pos, pos)
+        """Training (gradients on) indexes the (H, T, T) bias built once per forward: the gradient
+        lands in one slot per pair, no atomic adds contend (on an H200, base model, 64 x 1024 tokens:
+        240K tokens/s, against 59K when every pair adds into an (H, T) vector by distance).
+        Without gradients, and wherever H x T x T would outgrow the kernel's 32-bit indexing (12
+        heads at 16K tokens), the kernel reads that (H, T) vector: T5's bias depends only on the
+        distance q - k. Masked (future) pairs read distance 0."""
+        T = pos.shape[0]
+        if torch.is_grad_enabled() and self.dims.n_heads * T * T < 2 ** 31:
+            bias = self.bias(pos, pos)
+
+            def t5_dense(score, b, h, q_idx, kv_idx):
+                return score + bias[h, q_idx, kv_idx]
+
+            return t5_dense
+        distance = torch.arange(T, device=pos.device)
+        by_distance = self.table(t5_bucket(-distance, self.cfg.num_buckets, self.cfg.max_distance)).t()  # (H, T)
 
         def t5(score, b, h, q_idx, kv_idx):
-            return score + bias[h, q_idx, kv_idx]
+            return score + by_distance[h, (q_idx - kv_idx).clamp(min=0)]
 
         return t5
