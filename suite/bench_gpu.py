@@ -20,7 +20,7 @@ import pandas as pd
 import torch
 
 from suite.batch import make_batch
-from suite.config import compose_config
+from suite.config import CONF_DIR, compose_config
 from suite.model import PosBenchLM
 from suite.spec import build
 from suite.step import train_step
@@ -79,6 +79,7 @@ def report(df: pd.DataFrame, measured: float, datasheet: float | None, device: s
     done = done.assign(
         mfu_measured=training_flops(done.params, done.tokens_per_s) / (measured * 1e12),
         mfu_datasheet=(training_flops(done.params, done.tokens_per_s) / (datasheet * 1e12)) if datasheet else float("nan"))
+    done = done.astype({"batch": int, "seq_len": int})
     lines = ["# PosBench on one GPU", "",
              f"Device: {device}; torch {torch.__version__}. bf16 matmul peak measured in this run "
              f"(8192 x 8192): {measured:.0f} TFLOP/s; datasheet dense bf16: "
@@ -95,13 +96,44 @@ def report(df: pd.DataFrame, measured: float, datasheet: float | None, device: s
     return "\n".join(lines) + "\n"
 
 
+def sweep_plan(sweep: str = "gpu", peak_tflops: float = 989.0, mfu: float = 0.4) -> dict:
+    """Training FLOPs of one run of ``sweep`` (6 x parameters x tokens) and the time it and the
+    whole sweep take on one GPU at ``mfu`` of ``peak_tflops`` (evaluation left out)."""
+    from hydra import compose, initialize_config_dir
+
+    from suite.validate import sweep_jobs
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=[f"+sweep={sweep}"], return_hydra_config=True)
+    runs = len(sweep_jobs(cfg))
+    spec = build(compose_config([f"+sweep={sweep}"]))
+    with torch.device("meta"):
+        params = sum(p.numel() for p in PosBenchLM(spec.model).parameters())
+    t = spec.train
+    tokens = t.steps * t.batch_size * t.seq_len
+    flops = training_flops(params, 1.0) * tokens
+    run_s = flops / (mfu * peak_tflops * 1e12)
+    return {"sweep": sweep, "params": params, "tokens_per_run": tokens, "flops_per_run": flops, "runs": runs,
+            "peak_tflops": peak_tflops, "mfu": mfu, "run_minutes": run_s / 60, "sweep_hours": runs * run_s / 3600}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m suite.bench_gpu")
     p.add_argument("--out", default="reports/perf-gpu")
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--only", default="", help="scheme:span:path,... to time instead of every configuration")
     p.add_argument("--budget", type=float, default=360.0, help="seconds of configurations before the rest are skipped")
+    p.add_argument("--plan", action="store_true", help="print the gpu sweep's FLOPs and time at --mfu of --peak-tflops")
+    p.add_argument("--peak-tflops", type=float, default=989.0, help="with --plan (default: an H200's datasheet bf16)")
+    p.add_argument("--mfu", type=float, default=0.4, help="with --plan")
     args = p.parse_args(argv)
+    if args.plan:
+        plan = sweep_plan("gpu", args.peak_tflops, args.mfu)
+        print(f"gpu sweep: {plan['runs']} runs of {plan['params'] / 1e6:.0f}M parameters x {plan['tokens_per_run']:.3g} "
+              f"tokens = {plan['flops_per_run']:.2g} training FLOPs each; at {plan['mfu']:.0%} of {plan['peak_tflops']:.0f} "
+              f"TFLOP/s: {plan['run_minutes']:.1f} min per run, {plan['sweep_hours']:.1f} h for the sweep on one GPU "
+              "(evaluation not counted)")
+        return 0
     if not torch.cuda.is_available():
         print("no CUDA device: the GPU bench needs one (make bench measures the CPU)", file=sys.stderr)
         return 2

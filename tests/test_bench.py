@@ -143,3 +143,15 @@ def test_the_sweep_level_ratio_counts_every_stored_run_of_the_latest_multirun(tm
     [line] = [x for x in targets(pd.DataFrame([row]).assign(task=None, model="tiny", scheme="rope", span="full", path="", length=0), None) if "whole" in x]
     assert f"one run after another: {ratio:.2f} (target >= 2.0)" in line
     assert sweep_level_rows(tmp_path, "nothing") == []
+
+
+def test_the_gpu_sweep_plan_is_six_n_d_over_the_given_rate():
+    from suite.bench_gpu import sweep_plan
+    from tests.conftest import make_spec
+
+    plan = sweep_plan("gpu", peak_tflops=1000.0, mfu=0.5)
+    t = make_spec("+sweep=gpu").train
+    assert plan["runs"] == 9 * 3 and plan["tokens_per_run"] == t.steps * t.batch_size * t.seq_len
+    assert plan["flops_per_run"] == 6 * plan["params"] * plan["tokens_per_run"]
+    assert abs(plan["run_minutes"] * 60 * 0.5 * 1000e12 - plan["flops_per_run"]) < 1e6
+    assert 110e6 < plan["params"] < 140e6  # the ~124M base model
