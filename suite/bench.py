@@ -26,7 +26,7 @@ import pandas as pd
 import torch
 
 from suite.attention import Context
-from suite.bench_step import hf_llama, sweep_level_rows, sweep_step_rows
+from suite.bench_step import hf_llama, optimizer_rows, sweep_level_rows, sweep_step_rows
 from suite.config import compose_config
 from suite.model import PosBenchLM
 from suite.spec import build
@@ -190,6 +190,10 @@ def report(df: pd.DataFrame, peak: float, sweep: Optional[tuple]) -> str:
         "under the CPU recipe's lengths, AdamW, clipping, schedule, answer-only loss; one torch thread, "
         "as a sweep worker), timed in turn, best of two rounds; tokens/s includes batch generation.", "",
         _sweep_step_table(df), "",
+        "## AdamW implementations in the sweep step", "",
+        "`tiny` on copy, the default sweep's batches, one thread; timed in turn, best of two rounds. "
+        "The CPU recipe keeps the one that pays.", "",
+        _optimizer_table(df), "",
         "## The whole sweep against the same runs trained by HF Llama", "",
         _sweep_level_text(df), "",
         "## Training tokens/s (bare step)", "",
@@ -228,6 +232,14 @@ def _sweep_step_table(df: pd.DataFrame) -> str:
     t = s.astype({"steps": int}).pivot_table(index=["model", "task", "steps"], columns="path", values="tokens_per_s")
     t["posbench/hf_llama"] = t["posbench"] / t["hf_llama"]
     return t.to_markdown(floatfmt=".2f")
+
+
+def _optimizer_table(df: pd.DataFrame) -> str:
+    o = df[df.kind == "optimizer"] if "kind" in df else df.iloc[0:0]
+    if o.empty:
+        return "Not measured."
+    o = o[["path", "tokens_per_s"]].rename(columns={"path": "optimizer"})
+    return o.assign(relative=o.tokens_per_s / o.tokens_per_s.iloc[0]).to_markdown(index=False, floatfmt=".2f")
 
 
 def _sweep_level_text(df: pd.DataFrame) -> str:
@@ -299,6 +311,7 @@ def main(argv=None) -> int:
     peak = matmul_peak_gflops()
     rows = sweep_step_rows()
     rows += sweep_level_rows(args.results, args.sweep)
+    rows += optimizer_rows()
     rows += training_rows(args.steps, args.batch, args.seq_len)
     rows += eval_rows([int(x) for x in args.lengths.split(",")])
     df = pd.DataFrame(rows)

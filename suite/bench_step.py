@@ -75,6 +75,40 @@ def sweep_step_rows(sizes=("tiny", "small"), tasks=("copy", "vt"), steps: dict |
     return rows
 
 
+OPTIMIZERS = {"AdamW (for-loop, the CPU recipe)": {"foreach": False}, "AdamW foreach": {"foreach": True},
+              "AdamW fused": {"fused": True}}
+
+
+def optimizer_rows(size: str = "tiny", task: str = "copy", steps: int = 150, rounds: int = 2) -> list[dict]:
+    """The sweep step (``train_step``, one thread, the default sweep's batches) with each AdamW
+    implementation torch offers on the CPU, timed in turn; each keeps its best round."""
+    from suite.batch import make_batch
+    from suite.step import train_step
+    from suite.timing import time_steps
+
+    spec = build(compose_config([f"model={size}", "position=rope", f"task={task}"]))
+    t, tasks = spec.train, [task.build() for task in spec.tasks]
+    batches = [make_batch(tasks, np.random.default_rng([0, i]), t.seq_len, t.batch_size, t.min_len) for i in range(steps)]
+    tokens = sum(b[0].numel() for b in batches)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    best = dict.fromkeys(OPTIMIZERS, float("inf"))
+    try:
+        for _ in range(rounds):
+            for name, kwargs in OPTIMIZERS.items():
+                torch.manual_seed(0)
+                model = PosBenchLM(spec.model).train()
+                params = list(model.parameters())
+                opt = torch.optim.AdamW(params, lr=t.lr, **kwargs)
+                it = iter(batches * 2)
+                seconds = time_steps(lambda: train_step(model, opt, params, *next(it), grad_clip=t.grad_clip), steps)
+                best[name] = min(best[name], seconds * steps)
+    finally:
+        torch.set_num_threads(threads)
+    return [{"kind": "optimizer", "model": size, "task": task, "path": name, "tokens_per_s": tokens / seconds,
+             "steps": steps} for name, seconds in best.items()]
+
+
 def training_tokens(spec) -> int:
     """Tokens a run of ``spec`` trains on: its batches' lengths replayed from their seeds (each
     batch draws its length first from the generator seeded by (seed, step), as ``make_batch`` does)."""

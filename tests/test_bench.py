@@ -155,3 +155,12 @@ def test_the_gpu_sweep_plan_is_six_n_d_over_the_given_rate():
     assert plan["flops_per_run"] == 6 * plan["params"] * plan["tokens_per_run"]
     assert abs(plan["run_minutes"] * 60 * 0.5 * 1000e12 - plan["flops_per_run"]) < 1e6
     assert 110e6 < plan["params"] < 140e6  # the ~124M base model
+
+
+def test_every_cpu_adamw_is_timed_through_the_sweep_step():
+    from suite.bench import _optimizer_table
+    from suite.bench_step import OPTIMIZERS, optimizer_rows
+
+    rows = optimizer_rows(steps=2, rounds=1)
+    assert [r["path"] for r in rows] == list(OPTIMIZERS) and all(r["tokens_per_s"] > 0 for r in rows)
+    assert "AdamW fused" in _optimizer_table(pd.DataFrame(rows))
