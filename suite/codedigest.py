@@ -3,7 +3,9 @@
 A run id is a hash of the resolved spec plus this digest, so a change to the model, attention,
 position schemes, spans, batching, training, evaluation or task generators gives every run a new
 id: the changed code retrains, and a number it could change is never read from an old file.
-Reports, logging and launch code are left out, so editing them keeps finished runs.
+Reports, logging, launch code and storage (checkpoint files, ``suite.checkpoint``; the eval-set
+cache, ``suite.evalcache``: each restores exactly what was saved) are left out, so editing them
+keeps finished runs.
 """
 from __future__ import annotations
 

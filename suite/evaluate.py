@@ -18,7 +18,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from suite.evalsets import eval_set
+from suite.evalcache import eval_set
 from suite.position import LengthUnsupported
 from suite.spec import RunSpec
 from suite.batch import collate, next_token_loss

@@ -22,7 +22,7 @@ from suite import distributed
 from suite import spec as spec_mod
 from suite import store
 from suite.diagnostics import diagnostic_rows
-from suite.evalsets import eval_set
+from suite.evalcache import eval_set
 from suite.evaluate import evaluate
 from suite.model import PosBenchLM
 from suite.spec import RunSpec

@@ -8,9 +8,7 @@ it refuses to start on a machine without CUDA.
 from __future__ import annotations
 
 import math
-import os
 import time
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -21,6 +19,7 @@ from tqdm.auto import tqdm
 
 from suite import distributed
 from suite.batch import make_batch
+from suite.checkpoint import resume, save_checkpoint
 from suite.step import train_step
 from suite.spec import RunSpec
 from tasks.base import PAD_ID
@@ -64,22 +63,6 @@ def build_optimizer(model, spec: RunSpec, device: torch.device):
     return torch.optim.AdamW(groups, lr=t.lr, betas=(t.beta1, t.beta2), fused=fused)
 
 
-def save_checkpoint(path: Path, model, optimizer, step: int) -> None:
-    """Atomic: write a temporary file, then rename over the old checkpoint."""
-    tmp = path.with_suffix(".tmp")
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
-                "torch_rng": torch.get_rng_state()}, tmp)
-    os.replace(tmp, path)
-
-
-def load_checkpoint(path: Path, model, optimizer) -> int:
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    torch.set_rng_state(state["torch_rng"])
-    return int(state["step"])
-
-
 def train(
     model,
     spec: RunSpec,
@@ -97,20 +80,7 @@ def train(
     model.to(device).train()
     rows = distributed.share(t.batch_size)  # all rows, or this process's share under torchrun
     n_procs = t.batch_size // (rows.stop - rows.start)
-    optimizer = build_optimizer(model, spec, device)
-    start = 0
-    if ckpt_path is not None and ckpt_path.exists():
-        initial = {k: v.clone() for k, v in model.state_dict().items()}  # restored if the checkpoint is bad
-        try:
-            start = load_checkpoint(ckpt_path, model, optimizer)
-        except Exception as err:  # noqa: BLE001 - any unreadable checkpoint means: start over
-            first_line = (str(err).splitlines() or [""])[0]
-            warnings.warn(f"checkpoint {ckpt_path} could not be loaded ({type(err).__name__}: {first_line}); "
-                          "training this run from scratch", stacklevel=2)
-            ckpt_path.unlink(missing_ok=True)
-            model.load_state_dict(initial)
-            optimizer = build_optimizer(model, spec, device)
-            start = 0
+    optimizer, start = resume(ckpt_path, model, lambda: build_optimizer(model, spec, device))
     if device.type == "cuda":
         torch.set_float32_matmul_precision("high")  # TF32 for what runs outside the bf16 autocast
     ddp = distributed.wrap(model, device)

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from suite.config import CONF_DIR
-from suite.evalsets import eval_set, eval_set_hash
+from suite.evalcache import eval_set
+from suite.evalsets import eval_set_hash
 from tasks import TASKS, build_task
 from tasks.base import decode, encode
 from tests.conftest import make_spec
@@ -97,10 +98,10 @@ def test_show_prints_json_with_answers():
 
 
 def test_a_changed_generator_gets_a_new_eval_set_hash(tmp_path, monkeypatch):
-    from suite import evalsets
+    from suite import evalcache
 
     task = build_task("niah_single")
     _, before = eval_set("niah_single", {}, task, 64, seed=3, n=5, cache_dir=tmp_path)
-    monkeypatch.setattr(evalsets, "generator_digest", lambda cls: "edited")  # the task's source changed
+    monkeypatch.setattr(evalcache, "generator_digest", lambda cls: "edited")  # the task's source changed
     _, after = eval_set("niah_single", {}, task, 64, seed=3, n=5, cache_dir=tmp_path)
     assert before != after and len(list(tmp_path.glob("niah_single-64-*.json"))) == 2
