@@ -13,6 +13,7 @@ import json
 import os
 import tempfile
 import warnings
+from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
@@ -23,6 +24,12 @@ COLUMNS = [
     "slice", "metric", "value", "n", "status", "wall_s", "timestamp", "eval_set",
 ]
 SCHEMA = "posbench.run/1"
+STATUSES = ("ok", "diverged", "unsupported")
+# metrics whose value is a share or a score in [0, 1]; NaN is stored only for a run that is not ok
+BOUNDED = ("exact_match", "token_accuracy", "string_match_all", "string_match_part", "reciprocal_rank", "attn_mass")
+# every other metric a run writes: the loss, the step a run diverged at, and the diagnostics
+UNBOUNDED = ("loss", "diverged_at_step", "recency_cos", "recency_gap", "logit_profile", "logit_gap")
+REQUIRED = ("run_id", "task", "eval_len", "slice", "metric", "value", "status")
 
 
 def sweep_dir(results_dir: str | Path, sweep: str) -> Path:
@@ -100,11 +107,51 @@ def read_run(path: str | Path) -> dict:
     return payload
 
 
+@lru_cache(maxsize=1)
+def bounded_metrics() -> tuple[str, ...]:
+    """``BOUNDED`` plus every task's declared headline metric (a score in [0, 1])."""
+    from tasks import TASKS
+
+    return tuple(dict.fromkeys(BOUNDED + tuple(cls.primary_metric for cls in TASKS.values())))
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def row_problem(row) -> str | None:
+    """What makes a stored row impossible, or None: a missing key, a value that is not a number,
+    an unknown metric or status, a bounded metric outside [0, 1], NaN in a run that is ok, or an
+    eval length that is not a positive whole number."""
+    if not isinstance(row, dict):
+        return f"a row is a {type(row).__name__}, not an object"
+    missing = [k for k in REQUIRED if k not in row]
+    if missing:
+        return f"row without {', '.join(missing)}"
+    metric, value, status = row["metric"], row["value"], row["status"]
+    bounded = bounded_metrics()
+    if status not in STATUSES:
+        return f"status {status!r} (valid: {', '.join(STATUSES)})"
+    if metric not in bounded + UNBOUNDED:
+        return f"unknown metric {metric!r} (known: {', '.join(bounded + UNBOUNDED)})"
+    if value is None:
+        value = float("nan")
+    if not _is_number(value):
+        return f"{metric} value {value!r} is not a number"
+    if not _is_number(row["eval_len"]) or row["eval_len"] <= 0 or row["eval_len"] != int(row["eval_len"]):
+        return f"eval_len {row['eval_len']!r} is not a positive whole number"
+    if value != value:
+        return f"{metric} is NaN in a run that is ok" if status == "ok" and metric in bounded else None
+    if metric in bounded and not 0.0 <= value <= 1.0:
+        return f"{metric} = {value} is outside [0, 1]"
+    return None
+
+
 def load(path: str | Path) -> pd.DataFrame:
     """All rows of the run files under ``path`` (a sweep folder or a whole results folder).
 
-    Unreadable, truncated or foreign JSON files are reported by name and skipped; a run id
-    seen twice is counted once.
+    Unreadable, truncated or foreign JSON files, and files holding an impossible row
+    (``row_problem``), are reported by name and skipped; a run id seen twice is counted once.
     """
     frames, seen = [], set()
     for file in sorted(Path(path).rglob("*.json")):
@@ -114,6 +161,12 @@ def load(path: str | Path) -> pd.DataFrame:
             payload = read_run(file)
         except (OSError, ValueError) as err:
             warnings.warn(f"skipping unreadable results file {file}: {err}", stacklevel=2)
+            continue
+        problem = next(((i, p) for i, row in enumerate(payload["rows"]) if (p := row_problem(row))), None)
+        if problem is None and not isinstance(payload.get("run"), dict):
+            problem = ("-", "no run record")
+        if problem is not None:
+            warnings.warn(f"skipping results file {file}: row {problem[0]}: {problem[1]}", stacklevel=2)
             continue
         key = (payload["run"].get("sweep"), payload["run"].get("run_id"))
         if key in seen:

@@ -85,6 +85,35 @@ def test_eval_sets_are_cached_by_hash_and_identical_to_fresh_generation(tmp_path
     assert eval_set_hash("niah_single", {}, 64, 4, 5) != ha and eval_set_hash("niah_single", {}, 128, 3, 5) != ha
 
 
+def _cut_to_one_example(payload):
+    payload["examples"] = payload["examples"][:1]
+
+
+def _edit_a_token(payload):
+    payload["examples"][0]["tokens"][3] += 1
+
+
+def _other_set(payload):
+    payload["hash"] = "0" * 16
+
+
+@pytest.mark.parametrize("damage", [_cut_to_one_example, _edit_a_token, _other_set, "truncated", "no content hash"])
+def test_a_damaged_eval_set_cache_file_is_reported_and_regenerated(tmp_path, damage):
+    task = build_task("niah_single")
+    fresh, digest = eval_set("niah_single", {}, task, 64, seed=3, n=5, cache_dir=tmp_path)
+    [path] = tmp_path.glob("niah_single-64-*.json")
+    payload = json.loads(path.read_text())
+    if damage == "truncated":
+        path.write_text(path.read_text()[:200])
+    else:
+        payload.pop("content") if damage == "no content hash" else damage(payload)
+        path.write_text(json.dumps(payload))
+    with pytest.warns(UserWarning, match=f"eval-set cache file {path}"):
+        again, same = eval_set("niah_single", {}, task, 64, seed=3, n=5, cache_dir=tmp_path)
+    assert same == digest and [x.tokens for x in again] == [x.tokens for x in fresh]
+    assert len(json.loads(path.read_text())["examples"]) == 5  # the file is whole again
+
+
 def test_show_prints_json_with_answers():
     out = subprocess.run([sys.executable, "-m", "tasks.show", "mqar", "--length", "48", "--seed", "2", "--json"],
                          capture_output=True, text=True, check=True, cwd=ROOT)

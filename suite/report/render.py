@@ -134,7 +134,8 @@ def provenance(df: pd.DataFrame) -> dict:
         "training": _training(df),
         "seeds": ", ".join(str(int(s)) for s in sorted(runs.seed.dropna().unique())),
         "run wall time (sum)": f"{runs.wall_s.sum():.0f} s",
-        "first / last run finished": f"{stamps.min():%Y-%m-%d %H:%M} / {stamps.max():%Y-%m-%d %H:%M} UTC",
+        "first / last run finished": (f"{stamps.min():%Y-%m-%d %H:%M} / {stamps.max():%Y-%m-%d %H:%M} UTC"
+                                      if stamps.notna().any() else "not recorded"),
         "report built": f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.machine()} "
                         f"({platform.system()}, {os.cpu_count()} CPUs)",
     }

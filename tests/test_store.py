@@ -1,0 +1,64 @@
+"""The store cannot lie: a result file with an impossible row is named and skipped, the rest load,
+and the report still builds."""
+import math
+
+import pytest
+
+from suite import store
+from suite.report.__main__ import main as report_main
+
+
+def _row(**change):
+    row = {"run_id": "r", "task": "copy", "eval_len": 32, "len_ratio": 1.0, "slice": "all", "metric": "exact_match",
+           "value": 0.5, "n": 10, "status": "ok", "positions": "rope", "pattern": "uniform", "train_len": 32,
+           "config_hash": "c", "seed": 0}
+    return {**row, **change}
+
+
+BAD = {
+    "value is text": _row(value="high"),
+    "value is a bool": _row(value=True),
+    "exact match above 1": _row(value=7.0),
+    "negative token accuracy": _row(metric="token_accuracy", value=-0.1),
+    "NaN in an ok run": _row(value=math.nan),
+    "unknown metric": _row(metric="accuracy_ish"),
+    "unknown status": _row(status="great"),
+    "zero eval length": _row(eval_len=0),
+    "fractional eval length": _row(eval_len=32.5),
+}
+MISSING = ["run_id", "task", "eval_len", "metric", "value", "status"]
+
+
+@pytest.mark.parametrize("case", list(BAD) + [f"no {k}" for k in MISSING] + ["no run record"])
+def test_a_file_with_an_impossible_row_is_named_and_skipped(tmp_path, case):
+    store.write_run(tmp_path, "sw", "good", {"run_id": "good", "sweep": "sw"}, [_row(run_id="good")])
+    bad = BAD.get(case) or {k: v for k, v in _row().items() if f"no {k}" != case}
+    path = store.write_run(tmp_path, "sw", "bad", {"run_id": "bad", "sweep": "sw"}, [_row(run_id="bad")])
+    payload = store.read_run(path)
+    payload["rows"].append(bad)
+    if case == "no run record":
+        payload.pop("run")
+    store.write_json_atomic(path, payload)
+    with pytest.warns(UserWarning, match=rf"skipping results file {path}: row (1|-): "):
+        df = store.load(tmp_path / "sw")
+    assert set(df.run_id) == {"good"}
+
+
+def test_valid_rows_of_every_kind_pass():
+    assert store.row_problem(_row()) is None
+    assert store.row_problem(_row(value=math.nan, status="unsupported")) is None  # an unsupported length
+    assert store.row_problem(_row(value=None, status="diverged")) is None
+    assert store.row_problem(_row(metric="diverged_at_step", value=3, status="diverged")) is None
+    assert store.row_problem(_row(metric="loss", value=4.2)) is None
+    assert store.row_problem(_row(metric="recency_gap", value=-0.3, slice="init/resid_out")) is None
+    assert store.row_problem(_row(metric="string_match_all", value=1.0)) is None  # vt's headline metric
+
+
+def test_the_report_builds_past_a_bad_file_and_names_it(tmp_path, capsys):
+    store.write_run(tmp_path, "sw", "good", {"run_id": "good", "sweep": "sw"},
+                    [_row(run_id="good", metric="token_accuracy"), _row(run_id="good", eval_len=64, len_ratio=2.0,
+                                                                        metric="token_accuracy", value=0.2)])
+    path = store.write_run(tmp_path, "sw", "bad", {"run_id": "bad", "sweep": "sw"}, [_row(run_id="bad", value="x")])
+    assert report_main(["sw", "--results", str(tmp_path), "--out", str(tmp_path / "reports")]) == 0
+    assert f"warning: skipping results file {path}: row 0: exact_match value 'x' is not a number" in capsys.readouterr().err
+    assert (tmp_path / "reports" / "sw" / "index.md").exists()
