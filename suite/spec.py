@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -25,6 +26,7 @@ from tasks.base import VOCAB_SIZE
 ATTENTION_IMPLS = ("auto", "reference", "sdpa", "flex")
 PRECISIONS = ("fp32", "bf16")
 LOSS_ON = ("answer", "all")
+SWEEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 class SpecError(ValueError):
@@ -290,6 +292,10 @@ def build(cfg: DictConfig | dict) -> RunSpec:
                      f"layer {i}: learned max_positions={table} is shorter than train.seq_len={t['seq_len']}")
 
         tasks, taskset = resolve_tasks(cfg)
+        sweep = str(cfg.get("sweep_name", "dev"))
+        _require(SWEEP_NAME.fullmatch(sweep) is not None,
+                 f"sweep_name={sweep!r}: must be letters, digits, '.', '_' or '-', not starting with '.' or '_' "
+                 "(it names a folder under results_dir; '_' folders hold checkpoints and eval sets)")
     except SpecError:
         raise
     except (ValueError, TypeError, KeyError) as err:
@@ -310,4 +316,4 @@ def build(cfg: DictConfig | dict) -> RunSpec:
     ev = EvalSpec(multiples=multiples, n_examples=e["n_examples"], batch_size=e["batch_size"], seed=e["seed"],
                   diagnostics=bool(e.get("diagnostics", False)), diagnostics_every=int(e.get("diagnostics_every", 0)))
     return RunSpec(model=model, train=train, tasks=tasks, taskset=taskset, eval=ev, seed=int(cfg.seed),
-                   sweep=str(cfg.get("sweep_name", "dev")), code=code_digest())
+                   sweep=sweep, code=code_digest())

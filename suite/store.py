@@ -26,9 +26,10 @@ COLUMNS = [
 SCHEMA = "posbench.run/1"
 STATUSES = ("ok", "diverged", "unsupported")
 # metrics whose value is a share or a score in [0, 1]; NaN is stored only for a run that is not ok
-BOUNDED = ("exact_match", "token_accuracy", "string_match_all", "string_match_part", "reciprocal_rank", "attn_mass")
+BOUNDED = ("exact_match", "token_accuracy", "string_match_all", "string_match_part", "reciprocal_rank")
 # every other metric a run writes: the loss, the step a run diverged at, and the diagnostics
-UNBOUNDED = ("loss", "diverged_at_step", "recency_cos", "recency_gap", "logit_profile", "logit_gap")
+# (attn_mass holds shares and, in its ``segment=entropy`` slice, the attention entropy in nats)
+UNBOUNDED = ("loss", "diverged_at_step", "recency_cos", "recency_gap", "logit_profile", "logit_gap", "attn_mass")
 REQUIRED = ("run_id", "task", "eval_len", "slice", "metric", "value", "status")
 
 
@@ -77,10 +78,20 @@ def _jsonable(obj):
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_json_atomic(path: Path, payload: dict) -> None:
+    """Write to a temporary file beside ``path``, then rename it over ``path``. The file gets the
+    mode a plain ``open`` would give (0644 under the usual umask), so a shared results folder
+    stays readable by the group."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w") as fh:
             json.dump(payload, fh, allow_nan=True, default=_jsonable)
             fh.flush()

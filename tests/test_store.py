@@ -62,3 +62,24 @@ def test_the_report_builds_past_a_bad_file_and_names_it(tmp_path, capsys):
     assert report_main(["sw", "--results", str(tmp_path), "--out", str(tmp_path / "reports")]) == 0
     assert f"warning: skipping results file {path}: row 0: exact_match value 'x' is not a number" in capsys.readouterr().err
     assert (tmp_path / "reports" / "sw" / "index.md").exists()
+
+
+def test_written_files_get_the_mode_a_plain_open_would(tmp_path):
+    import os
+
+    old = os.umask(0o022)
+    try:
+        path = store.write_run(tmp_path, "sw", "r", {"run_id": "r"}, [_row()])
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644
+    assert not list(path.parent.glob(".*.tmp"))  # no temporary file left behind
+
+
+@pytest.mark.parametrize("name", ["../../tmp/escape", "/abs", "a/b", ".hidden", "_work", "", "sp ace"])
+def test_a_sweep_name_that_would_leave_its_folder_is_refused(name):
+    from suite.spec import SpecError
+    from tests.conftest import make_spec
+
+    with pytest.raises(SpecError, match=r"sweep_name=.*must be letters, digits"):
+        make_spec(f"sweep_name='{name}'")
