@@ -192,7 +192,7 @@ def report(df: pd.DataFrame, peak: float, sweep: Optional[tuple]) -> str:
         _sweep_step_table(df), "",
         "## AdamW implementations in the sweep step", "",
         "`tiny` on copy, the default sweep's batches, one thread; timed in turn, best of two rounds. "
-        "The CPU recipe keeps the one that pays.", "",
+        "The CPU recipe uses the for-loop implementation (`train.fused_optimizer` applies on CUDA only).", "",
         _optimizer_table(df), "",
         "## The whole sweep against the same runs trained by HF Llama", "",
         _sweep_level_text(df), "",
