@@ -74,3 +74,16 @@ def test_a_step_whose_loss_is_not_finite_changes_nothing():
     out = train_step(model, opt, list(model.parameters()), tokens, mask, grad_clip=1.0, check=False)
     assert not out.stopped and out.loss_value is None and math.isfinite(out.loss.item())
     assert not all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_a_compiled_run_starts_with_a_fresh_dynamo_cache(monkeypatch):
+    # dynamo counts recompiles per process: without a reset, the 9th model of a sweep process
+    # silently runs uncompiled once the cache limit (8) is reached
+    calls = []
+    monkeypatch.setattr(torch.compiler, "reset", lambda: calls.append("reset"))
+    monkeypatch.setattr(torch, "compile", lambda module, **kw: calls.append("compile") or module)
+    spec = make_spec("model.n_layers=1", "train.steps=1", "train.batch_size=2", "train.compile=true")
+    tasks = [t.build() for t in spec.tasks]
+    for _ in range(2):
+        train(PosBenchLM(spec.model), spec, tasks, progress=False)
+    assert calls == ["reset", "compile"] * 2
