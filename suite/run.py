@@ -7,9 +7,11 @@ from its last checkpoint.
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 import time
+import warnings
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
@@ -118,7 +120,18 @@ def diagnostic_examples(spec: RunSpec, tasks, results_dir) -> tuple[str, list]:
     return task_spec.name, examples[:32]
 
 
+def usable_threads(threads: int) -> int:
+    """``threads`` clamped to this machine's cores, with a warning when it asked for more
+    (0: leave torch's default)."""
+    cores = os.cpu_count() or 1
+    if threads > cores:
+        warnings.warn(f"threads={threads} is more than this machine's {cores} cores; using {cores}", stacklevel=2)
+        return cores
+    return threads
+
+
 def _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, threads, progress) -> Path:
+    threads = usable_threads(threads)
     if threads > 0:
         torch.set_num_threads(threads)
     device = resolve_device(spec)

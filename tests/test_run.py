@@ -187,3 +187,14 @@ def test_a_run_locked_by_another_process_is_not_trained_twice(tmp_path):
         holder.wait()
     # the holder died: its lock went with it, and the run trains
     assert execute(spec, results_dir=tmp_path, progress=False).exists()
+
+
+def test_threads_beyond_the_cores_are_clamped_with_a_warning(monkeypatch):
+    import os
+
+    from suite.run import usable_threads
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    with pytest.warns(UserWarning, match="threads=999 is more than this machine's 2 cores; using 2"):
+        assert usable_threads(999) == 2
+    assert usable_threads(1) == 1 and usable_threads(0) == 0

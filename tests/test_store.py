@@ -83,3 +83,4 @@ def test_a_sweep_name_that_would_leave_its_folder_is_refused(name):
 
     with pytest.raises(SpecError, match=r"sweep_name=.*must be letters, digits"):
         make_spec(f"sweep_name='{name}'")
+
