@@ -45,3 +45,37 @@ def resume(path: Optional[Path], model, make_optimizer: Callable[[], torch.optim
         path.unlink(missing_ok=True)
         model.load_state_dict(initial)
         return make_optimizer(), 0
+
+
+def save_trained(work: Path, model, record: dict) -> None:
+    """The finished training: ``model.pt`` (the weights, what lm-eval loads) and then
+    ``trained.json`` (``record``: the training result), each written atomically, the marker last,
+    so a ``trained.json`` always stands beside a whole ``model.pt``."""
+    from suite.store import write_json_atomic
+
+    tmp = work / "model.pt.tmp"
+    try:
+        torch.save(model.state_dict(), tmp)
+        os.replace(tmp, work / "model.pt")
+    finally:
+        tmp.unlink(missing_ok=True)
+    write_json_atomic(work / "trained.json", record)
+
+
+def load_trained(work: Path, model) -> Optional[dict]:
+    """The record ``save_trained`` wrote, with the model's weights restored from ``model.pt``;
+    None when there is none, or (with a warning) when it cannot be read."""
+    import json
+
+    marker = work / "trained.json"
+    if not marker.exists():
+        return None
+    try:
+        record = json.loads(marker.read_text())
+        model.load_state_dict(torch.load(work / "model.pt", map_location="cpu", weights_only=True))
+        return record
+    except Exception as err:  # noqa: BLE001 - an unreadable finished training means: train again
+        warnings.warn(f"finished training in {work} could not be loaded ({type(err).__name__}: {err}); "
+                      "training this run again", stacklevel=2)
+        marker.unlink(missing_ok=True)
+        return None

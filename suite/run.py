@@ -6,6 +6,7 @@ from its last checkpoint.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import subprocess
@@ -29,7 +30,8 @@ from suite.evaluate import evaluate
 from suite.model import PosBenchLM
 from suite.spec import RunSpec
 from suite.tracking import Tracker
-from suite.train import resolve_device, train
+from suite.checkpoint import load_trained, save_trained
+from suite.train import TrainResult, resolve_device, train
 
 log = logging.getLogger("posbench")
 from suite.config import CONF_DIR  # noqa: E402
@@ -159,11 +161,20 @@ def _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, 
                 diag_rows.extend(diagnostic_rows(model, probe[1], f"step{step}"))
                 model.train()
 
-        result = train(model, spec, [task for _, task in tasks], ckpt_path=work / "ckpt.pt", ckpt_every=ckpt_every,
-                       log=tracker.log, log_every=log_every, progress=progress, on_step=during_training)
+        finished = None if distributed.active() else load_trained(work, model)
+        if finished is not None:  # training ended before evaluation, caching or storing failed
+            result, diag_rows = TrainResult(**finished["result"]), finished["diag_rows"]
+            log.info("%s: training finished earlier (%s); evaluating the stored model", rid, work / "model.pt")
+        else:
+            result = train(model, spec, [task for _, task in tasks], ckpt_path=work / "ckpt.pt", ckpt_every=ckpt_every,
+                           log=tracker.log, log_every=log_every, progress=progress, on_step=during_training)
         timing["batches_s"], timing["train_s"] = result.batch_s, result.wall_s - result.batch_s
         if not main_rank:  # rank 0 evaluates and writes; the others only helped train
             return None
+        mark = time.perf_counter()
+        if finished is None:
+            save_trained(work, model, {"result": dataclasses.asdict(result), "diag_rows": diag_rows})
+        timing["store_s"] = time.perf_counter() - mark
         mark = time.perf_counter()
         if result.status == "ok":
             rows = evaluate(model, spec, tasks, device, cache_dir=Path(results_dir) / "_evalsets", timing=timing)
@@ -184,18 +195,13 @@ def _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, 
         wall = time.perf_counter() - t0
         stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
         rows = [{**row, "wall_s": round(wall, 2), "timestamp": stamp} for row in rows]
-        mark = time.perf_counter()
-        tracker.log_rows(rows)
-        tracker.finish()
-        timing["log_s"] += time.perf_counter() - mark
-        mark = time.perf_counter()
-        torch.save(model.state_dict(), work / "model.pt")
-        timing["store_s"] = time.perf_counter() - mark
         meta = {**columns, "timing": {k: round(v, 3) for k, v in timing.items()}, "wall_s": round(wall, 2), "timestamp": stamp, "train_status": result.status,
                 "resumed_from": result.resumed_from, "final_loss": result.final_loss,
                 "processes": distributed.world_size() if distributed.active() else 1, "spec": spec.to_dict()}
-        path = store.write_run(results_dir, spec.sweep, rid, meta, rows)
+        path = store.write_run(results_dir, spec.sweep, rid, meta, rows)  # the result first, then what is optional
         (work / "ckpt.pt").unlink(missing_ok=True)
+        tracker.log_rows(rows)
+        tracker.finish()
         log.info("%s: %s in %.1fs -> %s", rid, result.status, wall, path)
         return path
     finally:

@@ -162,3 +162,31 @@ def test_a_bad_job_anywhere_in_a_sweep_stops_it_before_any_training(tmp_path):
     text = out.stdout + out.stderr
     assert out.returncode == 2 and "span.window=0" in text and "window=0: must be a positive" in text
     assert not list(tmp_path.rglob("*.json"))  # the two good jobs never trained
+
+
+def test_a_failure_after_training_keeps_the_trained_model_and_the_rerun_does_not_retrain(tmp_path, monkeypatch):
+    import suite.run as run_mod
+
+    spec = make_spec(*SMALL, "train.steps=30", "sweep_name=ev")
+    reference = _values(execute(spec, results_dir=tmp_path / "whole", progress=False))
+    real_evaluate = run_mod.evaluate
+
+    def failing(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(run_mod, "evaluate", failing)
+    with pytest.raises(OSError, match="No space left"):
+        execute(spec, results_dir=tmp_path, progress=False)
+    work = store.work_dir(tmp_path, "ev", run_id(spec))
+    assert (work / "model.pt").exists() and (work / "trained.json").exists()
+    assert not store.result_path(tmp_path, "ev", run_id(spec)).exists() and not list(work.glob("*.tmp"))
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("the finished training was trained again")
+
+    monkeypatch.setattr(run_mod, "evaluate", real_evaluate)
+    monkeypatch.setattr(run_mod, "train", no_training)
+    path = execute(spec, results_dir=tmp_path, progress=False)
+    assert _values(path) == reference  # the stored model scores as the uninterrupted run's did
+    assert store.read_run(path)["run"]["final_loss"] == store.read_run(
+        store.result_path(tmp_path / "whole", "ev", run_id(spec)))["run"]["final_loss"]
