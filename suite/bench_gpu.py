@@ -29,7 +29,7 @@ from suite.train import build_optimizer
 
 SPANS = {"full": ["span=full"], "swa": ["span=swa", "span.window=128"], "chunked": ["span=chunked", "span.chunk=128"]}
 # (scheme, span, attention path): every span on both paths with RoPE, then the bias schemes
-CONFIGS = [(s, span, impl) for s in ("rope",) for span in SPANS for impl in ("flex", "sdpa")]
+CONFIGS = [("rope", span, impl) for span in SPANS for impl in ("flex", "sdpa")]
 CONFIGS += [("alibi", "full", "flex"), ("t5", "full", "flex"), ("alibi", "swa", "flex")]
 # dense bf16 tensor-core peaks from the vendors' datasheets, TFLOP/s (SXM parts)
 DATASHEET_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10G": 70.0}

@@ -4,12 +4,15 @@ the state it saved (the SIGKILL-resume test holds a resumed run to an uninterrup
 this module is not part of the code digest that stamps results."""
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from pathlib import Path
 from typing import Callable, Optional
 
 import torch
+
+from suite.store import write_json_atomic
 
 
 def save_checkpoint(path: Path, model, optimizer, step: int) -> None:
@@ -51,8 +54,6 @@ def save_trained(work: Path, model, record: dict) -> None:
     """The finished training: ``model.pt`` (the weights, what lm-eval loads) and then
     ``trained.json`` (``record``: the training result), each written atomically, the marker last,
     so a ``trained.json`` always stands beside a whole ``model.pt``."""
-    from suite.store import write_json_atomic
-
     tmp = work / "model.pt.tmp"
     try:
         torch.save(model.state_dict(), tmp)
@@ -65,8 +66,6 @@ def save_trained(work: Path, model, record: dict) -> None:
 def load_trained(work: Path, model) -> Optional[dict]:
     """The record ``save_trained`` wrote, with the model's weights restored from ``model.pt``;
     None when there is none, or (with a warning) when it cannot be read."""
-    import json
-
     marker = work / "trained.json"
     if not marker.exists():
         return None
