@@ -11,10 +11,15 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Optional
 
-from omegaconf import DictConfig, OmegaConf
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
 
+from suite import schema
 from suite.codedigest import code_digest
 from suite.config import CONF_DIR
 from suite.position import SCHEMES, PositionConfig
@@ -23,9 +28,6 @@ from suite.span import SPANS, SpanConfig
 from tasks import TASKS, build_task
 from tasks.base import VOCAB_SIZE
 
-ATTENTION_IMPLS = ("auto", "reference", "sdpa", "flex")
-PRECISIONS = ("fp32", "bf16")
-LOSS_ON = ("answer", "all")
 SWEEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -158,14 +160,35 @@ def _require(cond: bool, message: str) -> None:
         raise SpecError(message)
 
 
-def _scheme_config(name: str, params: dict):
+def _error_line(err: Exception) -> str:
+    """OmegaConf's message without its trailing ``full_key`` / ``object_type`` lines."""
+    return str(getattr(err, "msg", None) or err).splitlines()[0]
+
+
+def typed(config_cls: type, params: dict, prefix: str) -> dict:
+    """``params`` converted to ``config_cls``'s field types by OmegaConf's rules, so ``5`` and
+    ``5.0`` are one value of a float option; a wrong type or unknown key names ``prefix.key``."""
+    valid = [f.name for f in dataclasses.fields(config_cls)]
+    unknown = sorted(set(params) - set(valid))
+    _require(not unknown, f"unknown key(s) {[f'{prefix}.{k}' for k in unknown]}; valid: {', '.join(sorted(valid)) or 'none'}")
+    node = OmegaConf.structured(config_cls)
+    OmegaConf.set_readonly(node, False)
+    for key, value in params.items():
+        try:
+            node[key] = value
+        except OmegaConfBaseException as err:
+            raise SpecError(f"{prefix}.{key}={value!r}: {_error_line(err)}") from None
+    return {key: _frozen(OmegaConf.to_object(node[key]) if OmegaConf.is_config(node[key]) else node[key]) for key in params}
+
+
+def _scheme_config(name: str, params: dict, prefix: str = "position"):
     cls = lookup("position scheme", name, SCHEMES)
-    return build_config("position", name, cls.Config, params)
+    return build_config("position", name, cls.Config, typed(cls.Config, params, prefix))
 
 
-def _span_config(name: str, params: dict):
+def _span_config(name: str, params: dict, prefix: str = "span"):
     cls = lookup("span", name, SPANS)
-    return build_config("span", name, cls.Config, params)
+    return build_config("span", name, cls.Config, typed(cls.Config, params, prefix))
 
 
 def _frozen(value):
@@ -208,14 +231,17 @@ def resolve_layers(position: dict, span: dict, pattern: dict, n_layers: int) -> 
         if kind.get("log_scale") is not None:
             p_params["log_scale"] = bool(kind["log_scale"])
         s_name = kind.get("span") or span_name
-        if s_name == span_name:
-            s_params = dict(span)
-        else:
-            s_cls = lookup("span", s_name, SPANS)
-            keys = {f.name for f in dataclasses.fields(s_cls.Config)}
-            s_params = {k: pattern[k] for k in keys if pattern.get(k) is not None}
+        s_cls = lookup("span", s_name, SPANS)
+        from_pattern = {k: pattern[k] for k in (f.name for f in dataclasses.fields(s_cls.Config)) if pattern.get(k) is not None}
+        s_params, s_prefix = (dict(span), "span") if s_name == span_name else (from_pattern, "pattern")
+        clash = sorted(k for k in from_pattern if s_name == span_name and span.get(k) != from_pattern[k])
+        _require(not clash, "; ".join(
+            f"pattern.{k}={from_pattern[k]} and span.{k}={span.get(k)} both size the {s_name} layers of pattern "
+            f"{pattern.get('name')!r}: set one of them (a pattern's {k} sizes its {s_name} layers unless the span "
+            f"group is {s_name} too, and then the two must agree)" for k in clash))
         try:
-            layers.append(LayerSpec(p_name, _scheme_config(p_name, p_params), s_name, _span_config(s_name, s_params)))
+            layers.append(LayerSpec(p_name, _scheme_config(p_name, p_params, "position" if p_name == pos_name else "pattern"),
+                                    s_name, _span_config(s_name, s_params, s_prefix)))
         except SpecError:
             raise
         except (ValueError, TypeError) as err:
@@ -232,8 +258,9 @@ def _size_tables(layer: LayerSpec, longest: int) -> LayerSpec:
     return layer
 
 
-def _task_spec(name: str, params: dict) -> TaskSpec:
-    lookup("task", name, TASKS)
+def _task_spec(name: str, params: dict, prefix: str = "task") -> TaskSpec:
+    cls = lookup("task", name, TASKS)
+    params = typed(cls, params, prefix)
     build_task(name, **params)  # validates the parameters now, not mid-sweep
     return TaskSpec(name, tuple(sorted(params.items())))
 
@@ -258,30 +285,64 @@ def resolve_tasks(cfg: DictConfig) -> tuple[tuple[TaskSpec, ...], str]:
         path = CONF_DIR / "task" / f"{name}.yaml"
         params = _plain(OmegaConf.load(path)) if path.exists() else {"name": name}
         params.pop("name", None)
-        params.update(overrides.get(name) or {})
-        specs.append(_task_spec(name, params))
+        given = overrides.get(name) or {}
+        _require(isinstance(given, dict), f"taskset.params.{name}={given!r}: must map option names to values")
+        params.update(given)
+        specs.append(_task_spec(name, params, f"taskset.params.{name}"))
     return tuple(specs), str(taskset.name)
 
 
-def build(cfg: DictConfig | dict) -> RunSpec:
-    """Validate a composed Hydra config and return the frozen run spec."""
-    cfg = OmegaConf.create(cfg) if isinstance(cfg, dict) else cfg
-    m, t, e = _plain(cfg.model), _plain(cfg.train), _plain(cfg.eval)
+@lru_cache(maxsize=4096)
+def _unfit(task: TaskSpec, length: int) -> Optional[str]:
+    """Why ``task`` cannot generate an example of ``length`` tokens, or None when it can."""
     try:
-        _require(m["n_layers"] >= 1, f"model.n_layers={m['n_layers']}: must be >= 1")
-        _require(m["n_heads"] >= 1 and m["d_model"] % m["n_heads"] == 0,
+        task.build().generate(np.random.default_rng(0), length)
+    except ValueError as err:
+        return str(err)
+    return None
+
+
+def _typed_root(cfg: DictConfig | dict) -> DictConfig:
+    """``cfg`` on top of the schema (suite/schema.py): defaults filled in, values converted, a
+    wrong type or a missing mandatory value named by its full key."""
+    data = OmegaConf.create(cfg) if isinstance(cfg, dict) else cfg.copy()
+    with open_dict(data):
+        data.pop("hydra", None)
+    try:
+        root = OmegaConf.merge(OmegaConf.structured(schema.PosBenchConf), data)
+        OmegaConf.to_container(root, resolve=True, throw_on_missing=True)
+    except OmegaConfBaseException as err:
+        key = getattr(err, "full_key", None)
+        raise SpecError(f"{key}: {_error_line(err)}" if key else _error_line(err)) from None
+    return root
+
+
+def _check_device(device: str) -> None:
+    try:
+        torch.device(device)
+    except (RuntimeError, ValueError):
+        raise SpecError(f"unknown train.device {device!r}; valid: cpu, cuda, cuda:N (a GPU index), mps") from None
+
+
+def build(cfg: DictConfig | dict) -> RunSpec:
+    """Validate a composed Hydra config and return the frozen run spec. Every broken rule of the
+    schema is reported at once, each naming its full key."""
+    cfg = _typed_root(cfg)
+    m, t, e = _plain(cfg.model), _plain(cfg.train), _plain(cfg.eval)
+    errors = schema.range_errors(_plain(cfg), schema.PosBenchConf, "")
+    for group, cls in schema.GROUPS.items():
+        if cfg.get(group) is not None:
+            errors += schema.range_errors(_plain(cfg[group]), cls, group)
+    if errors:
+        raise SpecError("; ".join(errors))
+    try:
+        _require(m["d_model"] % m["n_heads"] == 0,
                  f"model.n_heads={m['n_heads']} does not divide model.d_model={m['d_model']}; "
                  f"valid head counts: {[h for h in range(1, m['d_model'] + 1) if m['d_model'] % h == 0]}")
-        _require(m.get("attention", "auto") in ATTENTION_IMPLS,
-                 f"unknown model.attention {m.get('attention')!r}; valid: {', '.join(ATTENTION_IMPLS)}")
-        _require(t["seq_len"] >= 8, f"train.seq_len={t['seq_len']}: must be >= 8")
-        _require(t.get("min_len") is None or 1 <= t["min_len"] <= t["seq_len"],
+        _require(t.get("min_len") is None or t["min_len"] <= t["seq_len"],
                  f"train.min_len={t.get('min_len')}: must be in [1, train.seq_len={t['seq_len']}] (or null)")
-        _require(t["precision"] in PRECISIONS, f"unknown train.precision {t['precision']!r}; valid: {', '.join(PRECISIONS)}")
-        _require(t["loss_on"] in LOSS_ON, f"unknown train.loss_on {t['loss_on']!r}; valid: {', '.join(LOSS_ON)}")
+        _check_device(t["device"])
         multiples = tuple(float(x) for x in e["multiples"])
-        _require(len(multiples) > 0 and all(x >= 1 for x in multiples),
-                 f"eval.multiples={list(e['multiples'])}: every multiple of the training length must be >= 1")
 
         layers = resolve_layers(_plain(cfg.position), _plain(cfg.span), _plain(cfg.pattern), m["n_layers"])
         longest = max(int(round(x * t["seq_len"])) for x in multiples)
@@ -292,6 +353,13 @@ def build(cfg: DictConfig | dict) -> RunSpec:
                      f"layer {i}: learned max_positions={table} is shorter than train.seq_len={t['seq_len']}")
 
         tasks, taskset = resolve_tasks(cfg)
+        for task in tasks:
+            _require(_unfit(task, t["seq_len"]) is None,
+                     f"task {task.name} cannot fill train.seq_len={t['seq_len']}: {_unfit(task, t['seq_len'])}")
+            for x in multiples:
+                n = int(round(x * t["seq_len"]))
+                _require(_unfit(task, n) is None,
+                         f"task {task.name} cannot fill the eval length {n} (eval.multiples {x:g} x train.seq_len): {_unfit(task, n)}")
         sweep = str(cfg.get("sweep_name", "dev"))
         _require(SWEEP_NAME.fullmatch(sweep) is not None,
                  f"sweep_name={sweep!r}: must be letters, digits, '.', '_' or '-', not starting with '.' or '_' "
@@ -304,7 +372,7 @@ def build(cfg: DictConfig | dict) -> RunSpec:
     model = ModelSpec(
         name=m["name"], n_layers=m["n_layers"], d_model=m["d_model"], n_heads=m["n_heads"], d_ff=m["d_ff"],
         vocab_size=VOCAB_SIZE, train_len=t["seq_len"], pattern=cfg.pattern.name, layers=layers,
-        attention=m.get("attention", "auto"),
+        attention=m["attention"],
     )
     train = TrainSpec(
         name=t["name"], seq_len=t["seq_len"], steps=t["steps"], batch_size=t["batch_size"], lr=float(t["lr"]),

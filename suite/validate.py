@@ -18,9 +18,12 @@ from pathlib import Path
 from hydra import compose
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
 
+from suite.resources import ResourceError, check_device, check_memory, check_results_dir
 from suite.spec import SpecError, build
 
 log = logging.getLogger("posbench")
@@ -45,12 +48,28 @@ class ValidateSweep(Callback):
         self._t0, self._started = time.perf_counter(), datetime.now(timezone.utc)
         jobs = sweep_jobs(config)
         self._jobs = len(jobs)
+        # Jobs launched on this machine are also checked against its device and memory; a
+        # cluster's nodes check their own when each job starts.
+        here = "slurm" not in str(config.hydra.launcher.get("_target_", "")).lower()
+        sweeps = set()
         for job in jobs:
             try:
-                build(compose(config_name=config.hydra.job.config_name, overrides=job))
-            except SpecError as err:
-                log.error("bad configuration in sweep job [%s]: %s", " ".join(job), err)
+                spec = build(compose(config_name=config.hydra.job.config_name, overrides=job))
+                sweeps.add(spec.sweep)
+                if here:
+                    check_memory(spec, device=check_device(spec))
+            except (SpecError, HydraException, OmegaConfBaseException) as err:
+                log.error("bad configuration in sweep job [%s]: %s", " ".join(job), str(err).replace("\n", " "))
                 sys.exit(2)
+            except ResourceError as err:
+                log.error("sweep job [%s] cannot run here: %s", " ".join(job), err)
+                sys.exit(2)
+        try:
+            for sweep in sorted(sweeps):
+                check_results_dir(config.results_dir, sweep)
+        except ResourceError as err:
+            log.error("cannot run here: %s", err)
+            sys.exit(2)
         log.info("validated %d sweep jobs", len(jobs))
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:

@@ -35,9 +35,22 @@ def test_command_a_over_8_layers():
     assert all(layer.span_cfg.window == 16 for layer in spec.model.layers if layer.span == "swa")
 
 
-def test_span_group_parameters_reach_pattern_layers_of_the_same_span():
-    spec = make_spec("pattern=command_a", "span=swa", "span.window=8")
-    # Every layer of command_a named 'swa' takes the span group's window; 'full' stays full.
+def test_pattern_window_sizes_its_swa_layers():
+    spec = make_spec("pattern=command_a", "pattern.window=8")
+    assert [layer.span_size for layer in spec.model.layers] == [8, 8, 8, None]
+
+
+@pytest.mark.parametrize("overrides", [
+    ["span=swa", "span.window=8"],      # the span group would resize the pattern's swa layers
+    ["span=swa", "pattern.window=8"],   # the span group's window would override the pattern's
+])
+def test_a_pattern_and_a_span_group_that_disagree_on_a_window_are_refused(overrides):
+    with pytest.raises(SpecError, match=r"pattern.window=\d+ and span.window=\d+ both size the swa layers"):
+        make_spec("pattern=command_a", *overrides)
+
+
+def test_a_pattern_and_a_span_group_that_agree_on_a_window_build():
+    spec = make_spec("pattern=command_a", "span=swa", "span.window=8", "pattern.window=8")
     assert [layer.span_size for layer in spec.model.layers] == [8, 8, 8, None]
 
 
@@ -83,11 +96,11 @@ def test_unknown_scheme_in_a_pattern_lists_the_valid_ones():
     (["span=swa", "span.window=0"], "window=0"),
     (["span=chunked", "span.chunk=-3"], "chunk=-3"),
     (["model.n_heads=5"], r"n_heads=5 does not divide model.d_model=64"),
-    (["eval.multiples=[0.5,1]"], r"eval.multiples=\[0.5, 1\]"),
+    (["eval.multiples=[0.5,1]"], r"eval.multiples\[0\]=0.5: must be >= 1"),
     (["position=learned", "position.max_positions=16"], "max_positions=16 is shorter than train.seq_len"),
     (["span.name=dilated"], "unknown span 'dilated'; valid spans: chunked, full, swa"),
     (["position=rope", "position.layout=diagonal"], "layout 'diagonal'"),
-    (["+position.slope=2"], r"unknown position parameter\(s\) \['slope'\]"),
+    (["+position.slope=2"], r"unknown key\(s\) \['position.slope'\]; valid: factor, fraction"),
     (["task.name=sorting"], "unknown task 'sorting'; valid tasks: "),
     (["model.attention=triton"], "unknown model.attention 'triton'"),
 ])
@@ -133,3 +146,14 @@ def test_run_id_leaves_out_options_at_their_defaults():
     assert "diagnostics" not in compact["eval"] and "diagnostics" in spec.to_dict()["eval"]
     assert make_spec("position=alibi", "train.min_len=16").run_id != spec.run_id
     assert make_spec("position=alibi", "eval.diagnostics=true").run_id != spec.run_id
+
+
+@pytest.mark.parametrize("overrides,task", [
+    (["task=mqar", "task.n_queries=100"], "mqar"),
+    (["task=cwe", "task.k=50"], "cwe"),
+    (["taskset=core", "+taskset.params.vt.hops=30"], "vt"),
+])
+def test_a_task_that_cannot_fill_the_training_length_is_refused(overrides, task):
+    with pytest.raises(SpecError, match=rf"task {task} cannot fill train.seq_len=32: {task} needs length >= \d+"):
+        make_spec(*overrides)
+    make_spec(*overrides, "train.seq_len=512", "train.min_len=null", "eval.multiples=[1]")  # long enough: builds

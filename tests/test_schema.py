@@ -1,0 +1,120 @@
+"""The typed schema (suite/schema.py) is the one place for types, defaults and ranges."""
+import dataclasses
+
+import pytest
+from hydra.errors import HydraException
+from omegaconf import OmegaConf
+
+from suite import schema
+from suite.config import CONF_DIR, compose_config
+from suite.position import SCHEMES
+from suite.span import SPANS
+from suite.spec import SpecError, build
+from tasks import TASKS
+
+
+def _yaml(path) -> dict:
+    data = OmegaConf.to_container(OmegaConf.load(path)) or {}
+    data.pop("defaults", None)
+    return data
+
+
+def _defaults(cls) -> dict:
+    out = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+    return out
+
+
+def _restated(data: dict, cls) -> list[str]:
+    defaults = OmegaConf.to_container(OmegaConf.structured(cls))
+    return [k for k, v in data.items() if k != "name" and k in defaults and v == defaults[k]
+            and defaults[k] != "???"]
+
+
+@pytest.mark.parametrize("group", sorted(schema.GROUPS))
+def test_group_yamls_set_only_what_differs_from_the_schema(group):
+    cls = schema.GROUPS[group]
+    files = sorted((CONF_DIR / group).glob("*.yaml"))
+    assert files
+    for path in files:
+        assert _restated(_yaml(path), cls) == [], f"{path} restates schema defaults"
+
+
+def test_top_level_yaml_restates_no_default():
+    top = {k: v for k, v in _yaml(CONF_DIR / "config.yaml").items() if k != "hydra"}
+    assert top == {}, f"conf/config.yaml sets {sorted(top)}; their defaults live in suite/schema.py"
+
+
+@pytest.mark.parametrize("group,catalogue", [("position", SCHEMES), ("span", SPANS), ("task", TASKS)])
+def test_piece_yamls_hold_their_dataclass_defaults(group, catalogue):
+    """A scheme, span or task YAML lists its options for the reader: each value it states is the
+    piece's own default, except a span's size, which the dataclass leaves unset (required)."""
+    for name, cls in catalogue.items():
+        data = _yaml(CONF_DIR / group / f"{name}.yaml")
+        assert data.pop("name") == name
+        defaults = _defaults(getattr(cls, "Config", cls))
+        assert set(data) <= set(defaults), f"{group}/{name}.yaml has keys the class lacks: {set(data) - set(defaults)}"
+        for key, value in data.items():
+            if defaults[key] is None and group == "span":
+                continue
+            assert value == defaults[key], f"{group}/{name}.yaml: {key}={value!r}, the class says {defaults[key]!r}"
+
+
+def test_the_composed_config_carries_the_schema_defaults():
+    cfg = compose_config([])
+    assert cfg.train.lr == schema.TrainConf.lr
+    assert cfg.eval.n_examples == schema.EvalConf.n_examples
+    assert cfg.log_every == schema.PosBenchConf.log_every
+    assert cfg.model.attention == "auto"
+    assert OmegaConf.to_container(cfg.eval.multiples) == [1.0, 1.25, 1.5, 2.0, 4.0, 8.0]
+
+
+@pytest.mark.parametrize("override,key", [
+    ("train.steps=abc", "train.steps"),
+    ("eval.multiples=[a]", "eval.multiples"),
+    ("model.d_model=1.5", "model.d_model"),
+    ("pattern.window=1.5", "pattern.window"),
+    ("train.typo=1", "typo"),
+])
+def test_hydra_rejects_a_wrong_type_or_an_unknown_key_while_composing(override, key):
+    with pytest.raises(HydraException, match=key.replace(".", r"\.")):
+        compose_config([override])
+
+
+@pytest.mark.parametrize("override,message", [
+    ("train.steps=0", r"train.steps=0: must be >= 1"),
+    ("model.d_model=0", r"model.d_model=0: must be >= 1"),
+    ("eval.n_examples=0", r"eval.n_examples=0: must be >= 1"),
+    ("train.lr=-1", r"train.lr=-1.0: must be > 0"),
+    ("train.batch_size=0", r"train.batch_size=0: must be >= 1"),
+    ("seed=-1", r"^seed=-1: must be >= 0"),
+    ("log_every=0", r"log_every=0: must be >= 1"),
+    ("train.betas=[0.9,1.5]", r"train.betas\[1\]=1.5: must be < 1"),
+    ("train.betas=[0.9]", r"train.betas=\[0.9\]: must have 2 values"),
+    ("train.precision=fp8", r"unknown train.precision 'fp8'; valid: fp32, bf16"),
+    ("logger.mode=sometimes", r"unknown logger.mode 'sometimes'; valid: offline, online, disabled"),
+    ("eval.multiples=[]", r"eval.multiples=\[\]: must have at least one value"),
+])
+def test_every_range_is_checked_before_training(override, message):
+    with pytest.raises(SpecError, match=message):
+        build(compose_config([override]))
+
+
+def test_every_broken_rule_is_reported_at_once():
+    with pytest.raises(SpecError) as err:
+        build(compose_config(["train.steps=0", "eval.batch_size=0", "threads=-2"]))
+    for key in ("train.steps=0", "eval.batch_size=0", "threads=-2"):
+        assert key in str(err.value)
+
+
+def test_a_plain_dict_is_typed_like_a_composed_config():
+    cfg = OmegaConf.to_container(compose_config([]))
+    cfg["train"]["steps"] = "12"
+    assert build(cfg).train.steps == 12
+    cfg["train"]["steps"] = "many"
+    with pytest.raises(SpecError, match="train.steps"):
+        build(cfg)
