@@ -28,10 +28,11 @@ from suite.diagnostics import diagnostic_rows
 from suite.evalcache import eval_set
 from suite.evaluate import evaluate
 from suite.model import PosBenchLM
+from suite.resources import ResourceError, check_device, check_memory, check_results_dir
 from suite.spec import RunSpec
 from suite.tracking import Tracker
 from suite.checkpoint import load_trained, save_trained
-from suite.train import TrainResult, resolve_device, train
+from suite.train import TrainResult, train
 
 log = logging.getLogger("posbench")
 from suite.config import CONF_DIR  # noqa: E402
@@ -83,6 +84,7 @@ def execute(spec: RunSpec, *, results_dir="results", logger_cfg: dict | None = N
     if out.exists():
         log.info("skip %s: already stored at %s", rid, out)
         return out
+    check_memory(spec, device=check_device(spec))  # before anything is written
     with store.run_lock(results_dir, spec.sweep, rid) as mine:
         if not mine:
             log.info("skip %s: another process is training it", rid)
@@ -133,10 +135,10 @@ def usable_threads(threads: int) -> int:
 
 
 def _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, threads, progress) -> Path:
+    device = check_device(spec)
     threads = usable_threads(threads)
     if threads > 0:
         torch.set_num_threads(threads)
-    device = resolve_device(spec)
     columns = run_columns(spec)
     main_rank = distributed.is_main()
     timing: dict[str, float] = {}  # where the run's wall time goes, stored with the run
@@ -212,15 +214,27 @@ def _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, 
 def main(cfg: DictConfig) -> None:
     try:
         spec = spec_mod.build(cfg)
+        device = check_device(spec)
+        check_results_dir(cfg.results_dir, spec.sweep)
     except spec_mod.SpecError as err:
         log.error("bad configuration: %s", err)
         sys.exit(2)
+    except ResourceError as err:
+        log.error("cannot run here: %s", err)
+        sys.exit(2)
     logger_cfg = OmegaConf.to_container(cfg.logger, resolve=True)
-    distributed.init(resolve_device(spec))
+    distributed.init(device)
     try:
         execute(spec, results_dir=cfg.results_dir, logger_cfg=logger_cfg, ckpt_every=cfg.ckpt_every,
                 log_every=cfg.log_every, threads=cfg.get("threads", 0),
                 progress=sys.stderr.isatty() and distributed.is_main())
+    except ResourceError as err:
+        log.error("cannot run here: %s", err)
+        sys.exit(2)
+    except OSError as err:  # a full disk or a folder made read-only mid-run: what was stored stays
+        log.error("could not write %s: %s; what was stored before is kept, and rerunning the same command "
+                  "resumes from it", err.filename or "a result file", err.strerror or err)
+        sys.exit(1)
     finally:
         distributed.shutdown()
 

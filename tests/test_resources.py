@@ -1,0 +1,50 @@
+"""The pre-flight memory estimate: what it counts, and that it refuses what cannot fit."""
+import pytest
+import torch
+
+from suite.model import PosBenchLM
+from suite.resources import GIB, ResourceError, check_memory, estimate_bytes, parameter_count
+from tests.conftest import make_spec
+
+CPU = torch.device("cpu")
+
+
+def test_parameter_count_is_the_models():
+    spec = make_spec("position=t5", "model=small")
+    assert parameter_count(spec) == sum(p.numel() for p in PosBenchLM(spec.model).parameters())
+
+
+def test_weights_gradients_and_adam_moments_are_sixteen_bytes_a_parameter():
+    spec = make_spec()
+    one = estimate_bytes(make_spec("train.batch_size=1", "train.seq_len=8", "train.min_len=null"), CPU)["train"]
+    assert one > 16 * parameter_count(spec)
+
+
+def test_scores_are_counted_only_where_the_path_builds_them():
+    long = ["train.seq_len=512", "train.min_len=null", "eval.multiples=[1]", "task=niah_single"]
+    causal = estimate_bytes(make_spec(*long), CPU)["train"]
+    reference = estimate_bytes(make_spec(*long, "model.attention=reference"), CPU)["train"]
+    spec = make_spec(*long)
+    scores = spec.train.batch_size * spec.model.n_heads * 512 * 512 * 4
+    # the reference path keeps logits and probabilities of every layer for the backward
+    assert reference - causal == pytest.approx(2 * scores * spec.model.n_layers)
+    # a learned bias (T5) trains through the reference path under SDPA; ALiBi's fixed bias is one mask
+    t5 = estimate_bytes(make_spec(*long, "position=t5"), CPU)["train"]
+    alibi = estimate_bytes(make_spec(*long, "position=alibi"), CPU)["train"]
+    assert t5 - causal >= 2 * scores * spec.model.n_layers
+    assert alibi - causal == pytest.approx(spec.model.n_heads * 512 * 512 * 4)
+    # FlexAttention (the CUDA default) builds no scores at all
+    assert estimate_bytes(make_spec(*long, "position=alibi"), torch.device("cuda"))["train"] == pytest.approx(causal)
+
+
+def test_a_run_that_cannot_fit_is_refused_with_the_estimate():
+    spec = make_spec("train.seq_len=4096", "train.min_len=null", "eval.multiples=[1]", "task=niah_single")
+    need = estimate_bytes(spec, CPU)["train"]
+    with pytest.raises(ResourceError, match=rf"training \(train.batch_size=32 x train.seq_len=4096\) needs about {need / GIB:.1f} GiB, "
+                                            r"more than the 1.0 GiB available on cpu"):
+        check_memory(spec, available=GIB, device=CPU)
+    assert check_memory(spec, available=need * 1.01, device=CPU)["train"] == need
+
+
+def test_the_default_run_fits_in_a_hundred_megabytes():
+    assert max(estimate_bytes(make_spec(), CPU).values()) < 100 * 2 ** 20
