@@ -18,9 +18,12 @@ from suite.store import write_json_atomic
 def save_checkpoint(path: Path, model, optimizer, step: int) -> None:
     """Atomic: write a temporary file, then rename over the old checkpoint."""
     tmp = path.with_suffix(".tmp")
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
-                "torch_rng": torch.get_rng_state()}, tmp)
-    os.replace(tmp, path)
+    try:
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
+                    "torch_rng": torch.get_rng_state()}, tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def load_checkpoint(path: Path, model, optimizer) -> int:

@@ -57,6 +57,10 @@ def eval_set(task_name: str, params: dict, task, length: int, seed: int, n: int,
     examples = generate(task, length, seed, n)
     if path is not None:
         stored = [_to_json(ex) for ex in examples]
-        write_json_atomic(path, {"hash": digest, "task": task_name, "length": length, "content": content_hash(stored),
-                                 "examples": stored})
+        try:
+            write_json_atomic(path, {"hash": digest, "task": task_name, "length": length,
+                                     "content": content_hash(stored), "examples": stored})
+        except OSError as err:  # the cache only saves time: a run goes on without it
+            warnings.warn(f"eval-set cache {path.parent} is not writable ({type(err).__name__}: {err.strerror or err}); "
+                          "using the generated set without caching it", stacklevel=2)
     return examples, digest

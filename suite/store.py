@@ -84,22 +84,28 @@ def _umask() -> int:
     return mask
 
 
-def write_json_atomic(path: Path, payload: dict) -> None:
-    """Write to a temporary file beside ``path``, then rename it over ``path``. The file gets the
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write to a temporary file beside ``path``, then rename it over ``path``: a reader sees the
+    old file or the whole new one, and no temporary file survives a failure. The file gets the
     mode a plain ``open`` would give (0644 under the usual umask), so a shared results folder
     stays readable by the group."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
     try:
         os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w") as fh:
-            json.dump(payload, fh, allow_nan=True, default=_jsonable)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data.encode() if isinstance(data, str) else data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, payload: dict) -> None:
+    """``payload`` as JSON, written by ``write_atomic``."""
+    write_atomic(path, json.dumps(payload, allow_nan=True, default=_jsonable))
 
 
 def write_run(results_dir, sweep: str, run_id: str, run: dict, rows: list[dict]) -> Path:

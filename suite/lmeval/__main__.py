@@ -19,7 +19,7 @@ import json
 import sys
 
 from suite.lmeval import YAML_DIR
-from suite.lmeval.model import resolve_run
+from suite.lmeval.model import load_run, resolve_run
 from suite.store import read_run
 
 
@@ -66,6 +66,8 @@ def main(argv: list[str] | None = None) -> None:
     args, rest = parser.parse_known_args(argv)
     try:
         lm_args = include_args(run_args(args.run, args.results_dir, rest) if args.run else list(rest))
+        if args.run:
+            load_run(args.run, args.results_dir)  # missing or damaged weights are named before lm-eval starts
     except ValueError as err:
         parser.error(str(err))
     from lm_eval.__main__ import cli_evaluate

@@ -74,7 +74,13 @@ def load_run(run, results_dir="results", device="cpu") -> tuple[PosBenchLM, dict
     if model_spec.vocab_size != VOCAB_SIZE:
         raise ValueError(f"run {path.stem} has vocab_size={model_spec.vocab_size}, the PosBench vocabulary has {VOCAB_SIZE}")
     model = PosBenchLM(model_spec)
-    model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+    try:
+        state = torch.load(weights, map_location="cpu", weights_only=True)
+        model.load_state_dict(state)
+    except Exception as err:  # noqa: BLE001 - any unreadable file: name it, never suggest unsafe loading
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ValueError(f"{weights} is not the state dict of run {path.stem} ({type(err).__name__}: {first}); "
+                         f"rerun the run's command to train it again (remove {weights.parent} first)") from None
     return model.to(device).eval(), payload
 
 

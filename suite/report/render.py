@@ -21,6 +21,7 @@ import pandas as pd  # noqa: E402
 
 from suite.codedigest import code_digest  # noqa: E402
 from suite.report import references, tables  # noqa: E402
+from suite.store import write_atomic  # noqa: E402
 
 THRESHOLD = 0.8
 BOARD_CSV = ["scheme", "task", "eval_len", "metric", "mean", "ci_low", "ci_high", "std", "n_seeds", "status"]
@@ -304,21 +305,21 @@ def save(r: dict, out_dir: Path) -> Path:
     """Write a built report ``r`` as index.md, index.html, leaderboard.csv, mrr.csv, power.csv and
     plots/ under ``out_dir``; CSV numbers rounded to 4 decimals."""
     out_dir = Path(out_dir)
-    (out_dir / "plots").mkdir(parents=True, exist_ok=True)
-    for old in (out_dir / "plots").glob("*.png"):  # a plot of a task the sweep no longer has must not linger
-        old.unlink()
     plots = {task: plot_task(r["board"], task) for task in r["tasks"]}
-    for task, png in plots.items():
-        (out_dir / "plots" / f"{task}.png").write_bytes(png)
+    files = {f"plots/{task}.png": png for task, png in plots.items()}
     if r["recency_plot"] is not None:
-        (out_dir / "plots" / "recency.png").write_bytes(r["recency_plot"])
-        (out_dir / "plots" / "profiles.png").write_bytes(r["profile_plot"])
+        files["plots/recency.png"], files["plots/profiles.png"] = r["recency_plot"], r["profile_plot"]
     board = r["board"].rename(columns={"n": "n_seeds"})[BOARD_CSV]
-    board.round(4).to_csv(out_dir / "leaderboard.csv", index=False)
-    r["mrr"][MRR_CSV].round(4).to_csv(out_dir / "mrr.csv", index=False)
-    r["power"].round(4).to_csv(out_dir / "power.csv", index=False)
-    (out_dir / "index.md").write_text(markdown(r))
-    (out_dir / "index.html").write_text(html_page(r, plots))
+    files["leaderboard.csv"] = board.round(4).to_csv(index=False)
+    files["mrr.csv"] = r["mrr"][MRR_CSV].round(4).to_csv(index=False)
+    files["power.csv"] = r["power"].round(4).to_csv(index=False)
+    files["index.md"] = markdown(r)
+    files["index.html"] = html_page(r, plots)
+    for name, data in files.items():  # everything is built before the first file is replaced
+        write_atomic(out_dir / name, data)
+    for old in (out_dir / "plots").glob("*.png"):  # a plot of a task the sweep no longer has must not linger
+        if f"plots/{old.name}" not in files:
+            old.unlink()
     return out_dir
 
 
