@@ -1,0 +1,428 @@
+"""Hostile input, table-driven: every case runs a real command and asserts its exit code, that the
+first lines of its message name the bad key or file, that it prints no traceback, and that
+nothing was written (bad configuration) or nothing already stored was lost (damaged state).
+
+The configuration cases run two at a time in a pool started once per session; the stateful
+cases each copy one small stored run and damage it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BAD_CONFIG, COMPOSE, CANNOT_RUN = 2, 1, 2  # exit codes: our validation, Hydra's composition, the machine
+
+
+def run_cli(module: str, args: list[str], cwd: Path, env_extra: dict | None = None, prelude: str = "") -> tuple[int, str]:
+    """(exit code, stderr + stdout) of ``python -m module args``; ``prelude`` runs first in the same
+    process (to patch a writer, say)."""
+    env = {**os.environ, "HYDRA_FULL_ERROR": "0", "WANDB_MODE": "disabled", **(env_extra or {})}
+    if prelude:
+        code = f"{prelude}\nimport runpy, sys\nsys.argv = ['{module}'] + {args!r}\nrunpy.run_module('{module}', run_name='__main__')"
+        cmd = [sys.executable, "-c", code]
+    else:
+        cmd = [sys.executable, "-m", module, *args]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    return out.returncode, out.stderr + out.stdout
+
+
+def first_lines(text: str, n: int = 4) -> str:
+    lines = [line for line in text.splitlines() if line.strip() and "HYDRA_FULL_ERROR" not in line
+             and "Warning" not in line.split(":")[0] and not line.startswith("  warnings.warn")]
+    return "\n".join(lines[:n])
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()} if folder.exists() else {}
+
+
+def leftovers(folder: Path) -> list[str]:
+    return [str(p) for p in folder.rglob("*") if p.name.endswith(".tmp") or ".write-probe." in p.name]
+
+
+# --------------------------------------------------------------------------------------------
+# configuration: refused before anything is written
+
+RUN = "suite.run"
+CONFIG_CASES = [
+    # (id, overrides, exit code, what the first lines must say)
+    ("steps-zero", ["train.steps=0"], BAD_CONFIG, r"train\.steps=0: must be >= 1"),
+    ("steps-word", ["train.steps=abc"], COMPOSE, r"train\.steps=abc"),
+    ("d-model-zero", ["model.d_model=0"], BAD_CONFIG, r"model\.d_model=0: must be >= 1"),
+    ("heads-not-dividing", ["model.n_heads=5"], BAD_CONFIG, r"model\.n_heads=5 does not divide model\.d_model=64"),
+    ("layers-zero", ["model.n_layers=0"], BAD_CONFIG, r"model\.n_layers=0: must be >= 1"),
+    ("attention-unknown", ["model.attention=triton"], BAD_CONFIG, r"unknown model\.attention 'triton'; valid: auto, reference, sdpa, flex"),
+    ("model-typo", ["model.widht=3"], COMPOSE, r"model\.widht"),
+    ("model-unknown", ["model=huge"], COMPOSE, r"model/huge"),
+    ("examples-zero", ["eval.n_examples=0"], BAD_CONFIG, r"eval\.n_examples=0: must be >= 1"),
+    ("eval-batch-zero", ["eval.batch_size=0"], BAD_CONFIG, r"eval\.batch_size=0: must be >= 1"),
+    ("eval-seed-negative", ["eval.seed=-5"], BAD_CONFIG, r"eval\.seed=-5: must be >= 0"),
+    ("multiples-word", ["eval.multiples=[a]"], COMPOSE, r"eval\.multiples"),
+    ("multiples-below-one", ["eval.multiples=[0.5,1]"], BAD_CONFIG, r"eval\.multiples\[0\]=0\.5: must be >= 1"),
+    ("multiples-empty", ["eval.multiples=[]"], BAD_CONFIG, r"eval\.multiples=\[\]: must have at least one value"),
+    ("diagnostics-every-negative", ["eval.diagnostics_every=-1"], BAD_CONFIG, r"eval\.diagnostics_every=-1: must be >= 0"),
+    ("lr-negative", ["train.lr=-1"], BAD_CONFIG, r"train\.lr=-1\.0: must be > 0"),
+    ("batch-zero", ["train.batch_size=0"], BAD_CONFIG, r"train\.batch_size=0: must be >= 1"),
+    ("warmup-negative", ["train.warmup=-3"], BAD_CONFIG, r"train\.warmup=-3: must be >= 0"),
+    ("clip-zero", ["train.grad_clip=0"], BAD_CONFIG, r"train\.grad_clip=0\.0: must be > 0"),
+    ("betas-one", ["train.betas=[0.9]"], BAD_CONFIG, r"train\.betas=\[0\.9\]: must have 2 values"),
+    ("betas-range", ["train.betas=[0.9,1.5]"], BAD_CONFIG, r"train\.betas\[1\]=1\.5: must be < 1"),
+    ("min-lr-ratio", ["train.min_lr_ratio=2"], BAD_CONFIG, r"train\.min_lr_ratio=2\.0: must be <= 1"),
+    ("seq-len-short", ["train.seq_len=4"], BAD_CONFIG, r"train\.seq_len=4: must be >= 8"),
+    ("min-len-long", ["train.min_len=64"], BAD_CONFIG, r"train\.min_len=64: must be in \[1, train\.seq_len=32\]"),
+    ("precision-unknown", ["train.precision=fp8"], BAD_CONFIG, r"unknown train\.precision 'fp8'; valid: fp32, bf16"),
+    ("loss-on-unknown", ["train.loss_on=everything"], BAD_CONFIG, r"unknown train\.loss_on 'everything'; valid: answer, all"),
+    ("device-unknown", ["train.device=gpu"], BAD_CONFIG, r"unknown train\.device 'gpu'; valid: cpu, cuda"),
+    ("recipe-unknown", ["train=tpu"], COMPOSE, r"train/tpu"),
+    ("seed-negative", ["seed=-1"], BAD_CONFIG, r"seed=-1: must be >= 0"),
+    ("seed-word", ["seed=one"], COMPOSE, r"seed=one"),
+    ("log-every-zero", ["log_every=0"], BAD_CONFIG, r"log_every=0: must be >= 1"),
+    ("ckpt-every-negative", ["ckpt_every=-1"], BAD_CONFIG, r"ckpt_every=-1: must be >= 0"),
+    ("threads-negative", ["threads=-2"], BAD_CONFIG, r"threads=-2: must be >= 0"),
+    ("top-level-typo", ["sed=3"], COMPOSE, r"sed"),
+    ("logger-mode", ["logger.mode=sometimes"], BAD_CONFIG, r"unknown logger\.mode 'sometimes'; valid: offline, online, disabled"),
+    ("logger-unknown", ["logger=tensorboard"], COMPOSE, r"logger/tensorboard"),
+    ("sweep-name-escape", ["sweep_name=../../tmp/escape"], BAD_CONFIG, r"sweep_name='\.\./\.\./tmp/escape'"),
+    ("sweep-name-hidden", ["sweep_name=_evalsets"], BAD_CONFIG, r"sweep_name='_evalsets'"),
+    ("position-unknown", ["position=warp"], COMPOSE, r"position/warp"),
+    ("theta-word", ["position.theta=abc"], BAD_CONFIG, r"position\.theta='abc'.*could not be converted to Float"),
+    ("theta-one", ["position.theta=1"], BAD_CONFIG, r"rope\.theta=1\.0: must be > 1"),
+    ("fraction-two", ["position.fraction=2"], BAD_CONFIG, r"rope\.fraction=2\.0: must be in \[0, 1\]"),
+    ("scaling-unknown", ["position.scaling=magic"], BAD_CONFIG, r"unknown rope\.scaling 'magic'; valid: "),
+    ("position-extra-key", ["+position.slope=2"], BAD_CONFIG, r"unknown key\(s\) \['position\.slope'\]; valid: "),
+    ("log-scale-base", ["position.log_scale_base=1"], BAD_CONFIG, r"log_scale_base=1: must be >= 2"),
+    ("learned-too-short", ["position=learned", "position.max_positions=16"], BAD_CONFIG, r"max_positions=16 is shorter than train\.seq_len=32"),
+    ("t5-buckets-word", ["position=t5", "position.num_buckets=many"], BAD_CONFIG, r"position\.num_buckets='many'"),
+    ("window-fraction", ["span=swa", "span.window=1.5"], BAD_CONFIG, r"span\.window=1\.5.*could not be converted to Integer"),
+    ("window-zero", ["span=swa", "span.window=0"], BAD_CONFIG, r"window=0: must be a positive number"),
+    ("chunk-negative", ["span=chunked", "span.chunk=-3"], BAD_CONFIG, r"chunk=-3"),
+    ("span-unknown", ["span=dilated"], COMPOSE, r"span/dilated"),
+    ("pattern-window-overridden", ["pattern=command_a", "span=swa", "pattern.window=8"], BAD_CONFIG,
+     r"pattern\.window=8 and span\.window=16 both size the swa layers of pattern 'command_a'"),
+    ("pattern-chunk-overridden", ["pattern=llama4", "span=chunked", "span.chunk=8"], BAD_CONFIG,
+     r"pattern\.chunk=16 and span\.chunk=8 both size the chunked layers"),
+    ("pattern-window-fraction", ["pattern=command_a", "pattern.window=2.5"], COMPOSE, r"pattern\.window"),
+    ("pattern-layer-scheme", ["pattern.layers=[{position: warp}]"], BAD_CONFIG, r"unknown position scheme 'warp'; valid position schemes: "),
+    ("pattern-layer-key", ["pattern.layers=[{spin: up}]"], COMPOSE, r"spin"),
+    ("task-unknown", ["task=sorting"], COMPOSE, r"task/sorting"),
+    ("task-name-unknown", ["task.name=sorting"], BAD_CONFIG, r"unknown task 'sorting'; valid tasks: "),
+    ("mqar-cannot-fit", ["task=mqar", "task.n_queries=100"], BAD_CONFIG,
+     r"task mqar cannot fill train\.seq_len=32: mqar needs length >= \d+"),
+    ("vt-cannot-fit", ["task=vt", "task.hops=20"], BAD_CONFIG, r"task vt cannot fill train\.seq_len=32"),
+    ("hops-word", ["task=vt", "task.hops=abc"], BAD_CONFIG, r"task\.hops='abc'"),
+    ("depth-two", ["task=niah_single", "task.depth=2"], BAD_CONFIG, r"niah_single\.depth=2\.0: must be in \[0, 1\]"),
+    ("alphabet-one", ["task.alphabet=1"], BAD_CONFIG, r"copy\.alphabet=1: must be in \[2, "),
+    ("candidates-one", ["task=rank", "task.n_candidates=1"], BAD_CONFIG, r"rank\.n_candidates=1"),
+    ("taskset-param-word", ["taskset=core", "+taskset.params.mqar.n_queries=abc"], BAD_CONFIG, r"taskset\.params\.mqar\.n_queries='abc'"),
+    ("taskset-param-other-task", ["taskset=core", "+taskset.params.qa.n_facts=2"], BAD_CONFIG, r"taskset\.params names task\(s\) \['qa'\]"),
+    ("taskset-repeated-task", ["taskset=core", "taskset.tasks=[copy,copy]"], BAD_CONFIG, r"must list distinct tasks"),
+    ("taskset-cannot-fit", ["taskset=core", "+taskset.params.mqar.n_queries=100"], BAD_CONFIG, r"task mqar cannot fill"),
+    ("memory-train", ["train.seq_len=200000", "train.min_len=null", "eval.multiples=[1]", "task=niah_single"], CANNOT_RUN,
+     r"training \(train\.batch_size=32 x train\.seq_len=200000\) needs about [\d.]+ GiB, more than the [\d.]+ GiB available"),
+    ("memory-eval", ["eval.multiples=[1,2048]", "eval.batch_size=400", "task=niah_single"], CANNOT_RUN,
+     r"evaluation \(eval\.batch_size=400 x 65536 tokens.*needs about [\d.]+ GiB"),
+    ("no-gpu", ["train=gpu", "model.n_layers=1"], CANNOT_RUN, r"train\.device='cuda' \(recipe 'gpu'\) needs a CUDA GPU"),
+    ("multirun-bad-job", ["-m", "train.steps=5,0"], BAD_CONFIG, r"bad configuration in sweep job \[train\.steps=0 .*\]: train\.steps=0: must be >= 1"),
+    ("multirun-bad-type", ["-m", "seed=0,x"], BAD_CONFIG, r"bad configuration in sweep job \[seed=x .*\]: Error merging override seed=x"),
+    ("multirun-unfit-job", ["-m", "task=mqar", "task.n_queries=6,100"], BAD_CONFIG,
+     r"sweep job \[task=mqar task\.n_queries=100 .*\]: task mqar cannot fill train\.seq_len=32"),
+]
+
+
+@pytest.fixture(scope="session")
+def config_outcomes(tmp_path_factory):
+    """Every configuration case, run two at a time; each writes into its own results folder."""
+    base = tmp_path_factory.mktemp("hostile-config")
+
+    def one(case):
+        name, overrides, _, _ = case
+        results = base / name / "results"
+        quiet = [] if any(o.startswith("logger") for o in overrides) else ["logger=none"]
+        rc, text = run_cli(RUN, [*overrides, f"results_dir={results}", f"hydra.run.dir={base / name / 'h'}",
+                                 f"hydra.sweep.dir={base / name / 'hm'}", *quiet], cwd=base)
+        return name, (rc, text, results)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(pool.map(one, CONFIG_CASES))
+
+
+def test_there_are_at_least_sixty_hostile_cases():
+    assert len(CONFIG_CASES) + len(STATE_CASES) >= 60
+    assert len({c[0] for c in CONFIG_CASES}) == len(CONFIG_CASES)
+
+
+@pytest.mark.parametrize("name,overrides,code,message", CONFIG_CASES, ids=[c[0] for c in CONFIG_CASES])
+def test_bad_configuration_is_refused_by_name_before_anything_is_written(config_outcomes, name, overrides, code, message):
+    rc, text, results = config_outcomes[name]
+    assert rc == code, text[-3000:]
+    assert re.search(message, first_lines(text)), f"first lines do not match {message!r}:\n{first_lines(text)}\n---\n{text[-3000:]}"
+    assert "Traceback" not in text, text[-3000:]
+    assert snapshot(results) == {}, f"{name} wrote {sorted(snapshot(results))}"
+
+
+# --------------------------------------------------------------------------------------------
+# damaged state: stored results, caches, checkpoints, paths, a full disk, lm-eval
+
+
+@pytest.fixture(scope="session")
+def stored_run(tmp_path_factory) -> Path:
+    """One small finished run (copy, 3 steps, scored at 1x and 2x) in sweep 'h'."""
+    results = tmp_path_factory.mktemp("hostile-state") / "results"
+    rc, text = run_cli(RUN, ["task=copy", "train.steps=3", "eval.n_examples=4", "eval.multiples=[1,2]", "logger=none",
+                             f"results_dir={results}", "sweep_name=h", f"hydra.run.dir={results.parent / 'h'}"], cwd=results.parent)
+    assert rc == 0, text
+    return results
+
+
+def _result_file(results: Path) -> Path:
+    return next((results / "h").glob("*.json"))
+
+
+def _work(results: Path) -> Path:
+    return next((results / "h" / "_work").iterdir())
+
+
+def _edit_result(results: Path, change) -> Path:
+    """A second, damaged result file beside the good one."""
+    good = _result_file(results)
+    payload = json.loads(good.read_text())
+    payload["run"]["run_id"] += "-copy"
+    change(payload)
+    bad = results / "h" / "damaged.json"
+    bad.write_text(json.dumps(payload))
+    return bad
+
+
+def _set_row(key, value):
+    def change(payload):
+        payload["rows"][0][key] = value
+    return change
+
+
+def _rerun(results: Path, *extra: str):
+    return lambda: run_cli(RUN, ["task=copy", "train.steps=3", "eval.n_examples=4", "eval.multiples=[1,2]", "logger=none",
+                         f"results_dir={results}", "sweep_name=h", f"hydra.run.dir={results.parent / 'h2'}", *extra],
+                   cwd=results.parent)
+
+
+def _report(results: Path, *extra: str):
+    return lambda: run_cli("suite.report", ["h", "--results", str(results), "--out", str(results.parent / "reports"), *extra],
+                   cwd=results.parent)
+
+
+def _full_disk(target: str) -> str:
+    """A prelude that makes every write to a file whose name contains ``target`` fail with ENOSPC."""
+    return (
+        "import builtins, errno, os, torch\n"
+        "def _full(name):\n"
+        f"    if {target!r} in str(name): raise OSError(errno.ENOSPC, 'No space left on device', str(name))\n"
+        "_open, _save, _mkstemp = builtins.open, torch.save, __import__('tempfile').mkstemp\n"
+        "def open_(f, mode='r', *a, **k):\n"
+        "    ('w' in mode or 'a' in mode) and _full(f)\n"
+        "    return _open(f, mode, *a, **k)\n"
+        "def save_(obj, f, *a, **k):\n"
+        "    _full(f); return _save(obj, f, *a, **k)\n"
+        "def mkstemp_(*a, **k):\n"
+        "    _full(os.path.join(str(k.get('dir', '')), k.get('prefix', ''))); return _mkstemp(*a, **k)\n"
+        "builtins.open, torch.save = open_, save_\n"
+        "__import__('tempfile').mkstemp = mkstemp_\n"
+    )
+
+
+def case_result_value_word(results):
+    bad = _edit_result(results, _set_row("value", "high"))
+    return _report(results), 0, rf"skipping results file {re.escape(str(bad))}: row 0: exact_match value .high. is not a number"
+
+
+def case_result_no_run(results):
+    bad = _edit_result(results, lambda p: p.pop("run"))
+    return _report(results), 0, rf"{re.escape(str(bad))}"
+
+
+def case_result_truncated(results):
+    bad = results / "h" / "truncated.json"
+    bad.write_text(_result_file(results).read_text()[:200])
+    return _report(results), 0, rf"skipping unreadable results file {re.escape(str(bad))}"
+
+
+def case_result_empty(results):
+    bad = results / "h" / "empty.json"
+    bad.write_text("")
+    return _report(results), 0, rf"skipping unreadable results file {re.escape(str(bad))}"
+
+
+def case_result_out_of_range(results):
+    bad = _edit_result(results, _set_row("value", 1.7))
+    return _report(results), 0, rf"skipping results file {re.escape(str(bad))}: row 0: .* = 1\.7 is outside \[0, 1\]"
+
+
+def case_result_nan_ok(results):
+    bad = _edit_result(results, _set_row("value", float("nan")))
+    return _report(results), 0, rf"skipping results file {re.escape(str(bad))}: row 0: .*NaN in a run that is ok"
+
+
+def case_result_unknown_status(results):
+    bad = _edit_result(results, _set_row("status", "great"))
+    return _report(results), 0, rf"skipping results file {re.escape(str(bad))}: row 0: .*status"
+
+
+def case_result_foreign_json(results):
+    bad = results / "h" / "notes.json"
+    bad.write_text(json.dumps({"hello": "world"}))
+    return _report(results), 0, rf"{re.escape(str(bad))}"
+
+
+def case_report_unknown_sweep(results):
+    return lambda: run_cli("suite.report", ["nosuch", "--results", str(results), "--out", str(results.parent / "r")], cwd=results.parent), 1, \
+        r"no results under .*nosuch"
+
+
+def case_report_unknown_metric(results):
+    return _report(results, "--metric", "accuracy"), 2, r"--metric 'accuracy'.*valid"
+
+
+def case_cache_truncated(results):
+    cache = next((results / "_evalsets").glob("copy-32-*.json"))
+    payload = json.loads(cache.read_text())
+    payload["examples"] = payload["examples"][:1]
+    cache.write_text(json.dumps(payload))
+    (_result_file(results)).unlink()
+    return _rerun(results), 0, rf"eval-set cache file {re.escape(str(cache))} is damaged", {cache.name}
+
+
+def case_cache_garbage(results):
+    cache = next((results / "_evalsets").glob("copy-64-*.json"))
+    cache.write_text("{not json")
+    (_result_file(results)).unlink()
+    return _rerun(results), 0, rf"eval-set cache file {re.escape(str(cache))} is damaged", {cache.name}
+
+
+def case_cache_not_writable(results):
+    shutil.rmtree(results / "_evalsets")
+    (results / "_evalsets").write_text("a file where the cache folder should be")
+    (_result_file(results)).unlink()
+    return _rerun(results), 0, r"eval-set cache .*_evalsets is not writable"
+
+
+def case_checkpoint_garbage(results):
+    work = _work(results)
+    (work / "trained.json").unlink()
+    (work / "ckpt.pt").write_bytes(b"not a checkpoint")
+    (_result_file(results)).unlink()
+    return _rerun(results), 0, rf"checkpoint {re.escape(str(work / 'ckpt.pt'))} could not be loaded", {"ckpt.pt", "model.pt"}
+
+
+def case_trained_model_garbage(results):
+    work = _work(results)
+    (work / "model.pt").write_bytes(b"\x00" * 10)
+    (_result_file(results)).unlink()
+    return _rerun(results), 0, rf"finished training in {re.escape(str(work))} could not be loaded", {"model.pt", "trained.json"}
+
+
+def case_trained_record_garbage(results):
+    work = _work(results)
+    (work / "trained.json").write_text("[")
+    (_result_file(results)).unlink()
+    return _rerun(results), 0, rf"finished training in {re.escape(str(work))} could not be loaded", {"model.pt", "trained.json"}
+
+
+def case_results_dir_is_a_file(results):
+    target = results.parent / "afile"
+    target.write_text("x")
+    return lambda: run_cli(RUN, ["task=copy", "train.steps=3", "logger=none", f"results_dir={target}",
+                                 f"hydra.run.dir={results.parent / 'h3'}"], cwd=results.parent), CANNOT_RUN, rf"results_dir='{re.escape(str(target))}': cannot write under"
+
+
+def case_results_dir_not_writable(results):
+    target = "/proc/posbench-results" if os.geteuid() == 0 else str(results.parent / "ro")
+    if os.geteuid() != 0:
+        Path(target).mkdir()
+        os.chmod(target, 0o500)
+    return lambda: run_cli(RUN, ["task=copy", "train.steps=3", "logger=none", f"results_dir={target}",
+                                 f"hydra.run.dir={results.parent / 'h4'}"], cwd=results.parent), CANNOT_RUN, rf"results_dir='{re.escape(target)}': cannot write under"
+
+
+def case_disk_full_result(results):
+    """The result file cannot be written: the finished training stays, and the same command
+    then stores the result without training again."""
+    shutil.rmtree(results / "h")
+
+    def after(results):
+        assert (_work(results) / "model.pt").is_file() and (_work(results) / "trained.json").is_file()
+        rc, text = _rerun(results)()
+        assert rc == 0 and "training finished earlier" in text, text[-2000:]
+        assert _result_file(results).is_file()
+
+    return (lambda: run_cli(RUN, ["task=copy", "train.steps=3", "eval.n_examples=4", "eval.multiples=[1,2]", "logger=none",
+                                  f"results_dir={results}", "sweep_name=h", f"hydra.run.dir={results.parent / 'h5'}"],
+                            cwd=results.parent, prelude=_full_disk("/.rope-")),
+            1, r"could not write .*/h/\.rope-uniform-copy-.*: No space left on device", set(), after)
+
+
+def case_disk_full_model(results):
+    shutil.rmtree(results / "h")
+    return (lambda: run_cli(RUN, ["task=copy", "train.steps=3", "eval.n_examples=4", "eval.multiples=[1,2]", "logger=none",
+                          f"results_dir={results}", "sweep_name=h", f"hydra.run.dir={results.parent / 'h6'}"],
+                    cwd=results.parent, prelude=_full_disk("model.pt")),
+            1, r"could not write .*model\.pt\.tmp: No space left on device", set(),
+            lambda results: not (_work(results) / "trained.json").exists() or pytest.fail("a marker without its model"))
+
+
+def case_disk_full_checkpoint(results):
+    shutil.rmtree(results / "h")
+    return (lambda: run_cli(RUN, ["task=copy", "train.steps=3", "eval.n_examples=4", "eval.multiples=[1,2]", "logger=none", "ckpt_every=1",
+                          f"results_dir={results}", "sweep_name=h", f"hydra.run.dir={results.parent / 'h7'}"],
+                    cwd=results.parent, prelude=_full_disk("ckpt")),
+            1, r"could not write .*ckpt\.tmp: No space left on device")
+
+
+def case_lmeval_not_torch(results):
+    model = _work(results) / "model.pt"
+    model.write_text("this is not a torch file")
+    return (lambda: run_cli("suite.lmeval", ["--run", str(_result_file(results)), "--tasks", "posbench_copy", "--limit", "1"], cwd=results.parent),
+            2, rf"{re.escape(str(model))} is not the state dict of run")
+
+
+def case_lmeval_no_weights(results):
+    model = _work(results) / "model.pt"
+    model.unlink()
+    return (lambda: run_cli("suite.lmeval", ["--run", str(_result_file(results)), "--tasks", "posbench_copy"], cwd=results.parent),
+            2, rf"has no trained weights at {re.escape(str(model))}")
+
+
+def case_lmeval_unknown_run(results):
+    return (lambda: run_cli("suite.lmeval", ["--run", "nosuch-run", "--results_dir", str(results), "--tasks", "posbench_copy"], cwd=results.parent),
+            2, r"no run 'nosuch-run'")
+
+
+STATE_CASES = [(name[5:], fn) for name, fn in sorted(globals().items()) if name.startswith("case_")]
+
+
+@pytest.mark.parametrize("name,case", STATE_CASES, ids=[c[0] for c in STATE_CASES])
+def test_damaged_state_is_named_and_nothing_stored_is_lost(stored_run, tmp_path, name, case):
+    results = tmp_path / "results"
+    shutil.copytree(stored_run, results)
+    command, code, message, *rest = case(results)  # damages the copy; the command is run below
+    may_change, after = (rest + [set(), None])[:2]
+    before = snapshot(results)
+    rc, text = command()
+    assert rc == code, text[-3000:]
+    assert re.search(message, first_lines(text, 6)), f"first lines do not match {message!r}:\n{first_lines(text, 6)}\n---\n{text[-3000:]}"
+    assert "Traceback" not in text, text[-3000:]
+    assert leftovers(results) == [], "temporary files survived the failure"
+    now = snapshot(results)
+    lost = [f for f, digest in before.items() if now.get(f) != digest and not any(m in f for m in may_change)]
+    assert lost == [], f"{name} lost or changed stored files: {lost}"
+    if after:
+        after(results)
