@@ -1,5 +1,6 @@
 """Config composition, layer patterns and validation before training."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -7,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from suite.config import CONF_DIR, compose_config
-from suite.inspect import layer_table
+from suite.describe import layer_table
 from suite.spec import SpecError, build
 from tests.conftest import make_spec
 
@@ -118,7 +119,7 @@ def test_run_id_is_a_stable_hash_of_the_resolved_spec():
 
 
 def test_inspect_json_lists_every_layer():
-    out = subprocess.run([sys.executable, "-m", "suite.inspect", "pattern=command_a", "model.n_layers=8", "--json"],
+    out = subprocess.run([sys.executable, "-m", "suite.describe", "pattern=command_a", "model.n_layers=8", "--json"],
                          capture_output=True, text=True, check=True, cwd=Path(__file__).parent.parent)
     rows = json.loads(out.stdout)
     assert [r["layer"] for r in rows] == list(range(8))
@@ -129,9 +130,9 @@ def test_inspect_json_lists_every_layer():
 
 def test_inspect_table_and_bad_input_exit_code():
     cwd = Path(__file__).parent.parent
-    ok = subprocess.run([sys.executable, "-m", "suite.inspect", "pattern=llama4"], capture_output=True, text=True, cwd=cwd)
+    ok = subprocess.run([sys.executable, "-m", "suite.describe", "pattern=llama4"], capture_output=True, text=True, cwd=cwd)
     assert ok.returncode == 0 and "chunked" in ok.stdout and "yes" in ok.stdout
-    bad = subprocess.run([sys.executable, "-m", "suite.inspect", "position=fourier"], capture_output=True, text=True, cwd=cwd)
+    bad = subprocess.run([sys.executable, "-m", "suite.describe", "position=fourier"], capture_output=True, text=True, cwd=cwd)
     assert bad.returncode == 2 and "fourier" in bad.stderr and "alibi" in bad.stderr
 
 
@@ -157,3 +158,24 @@ def test_a_task_that_cannot_fill_the_training_length_is_refused(overrides, task)
     with pytest.raises(SpecError, match=rf"task {task} cannot fill train.seq_len=32: {task} needs length >= \d+"):
         make_spec(*overrides)
     make_spec(*overrides, "train.seq_len=512", "train.min_len=null", "eval.multiples=[1]")  # long enough: builds
+
+
+def test_no_module_of_suite_shadows_the_standard_library():
+    """``python suite/run.py`` puts suite/ first on sys.path (Hydra's tab completion runs it so)."""
+    names = {p.stem for p in (CONF_DIR.parent / "suite").glob("*.py")} | {p.name for p in (CONF_DIR.parent / "suite").iterdir() if p.is_dir()}
+    assert names & set(sys.stdlib_module_names) == set()
+
+
+def test_tab_completion_completes_groups_and_schema_keys():
+    root = CONF_DIR.parent
+    install = subprocess.run([sys.executable, "suite/run.py", "-sc", "install=bash"], capture_output=True, text=True, cwd=root)
+    assert install.returncode == 0 and "hydra_bash_completion" in install.stdout, install.stderr[-2000:]
+
+    def complete(line: str) -> list[str]:
+        env = {**os.environ, "COMP_LINE": f"python suite/run.py {line}"}
+        out = subprocess.run([sys.executable, "suite/run.py", "-sc", "query=bash"], capture_output=True, text=True, cwd=root, env=env)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return out.stdout.split()
+
+    assert complete("position=a") == ["position=alibi"]
+    assert complete("train.l") == ["train.loss_on=", "train.lr="]

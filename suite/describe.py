@@ -1,4 +1,4 @@
-"""``python -m suite.inspect <overrides> [--json]``: print the per-layer table a config builds.
+"""``python -m suite.describe <overrides> [--json]``: print the per-layer table a config builds.
 
 One row per layer: position scheme (with log-length temperature if on), span, and window or
 chunk size. Use it to check what a pattern and overrides really resolve to before training.
