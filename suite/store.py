@@ -190,9 +190,11 @@ def load(path: str | Path) -> pd.DataFrame:
             warnings.warn(f"skipping duplicate run {key[1]} in {file}", stacklevel=2)
             continue
         seen.add(key)
-        frames.append(pd.DataFrame(payload["rows"], columns=COLUMNS))
+        spec = payload["run"].get("spec")
+        frames.append(pd.DataFrame(payload["rows"], columns=COLUMNS)
+                      .assign(spec=json.dumps(spec, sort_keys=True) if isinstance(spec, dict) else None))
     if not frames:
-        return pd.DataFrame(columns=COLUMNS)
+        return pd.DataFrame(columns=[*COLUMNS, "spec"])
     return pd.concat(frames, ignore_index=True)
 
 

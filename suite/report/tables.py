@@ -16,13 +16,14 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 
 import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
-from suite.report import stats
+from suite.report import labels, stats
 from tasks import TASKS
 
 TIE_RULES = ("min", "average")
@@ -67,9 +68,9 @@ def primary(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
     """Overall rows of each task's headline metric (or of ``metric`` for every task), with
     ``config`` and ``scheme`` columns; cells that are not ``ok`` keep their status and a NaN value.
 
-    A scheme label that covers more than one configuration on one task gets the first six
-    characters of each configuration's hash appended ("rope [1a2b3c]") on every task, so no cell
-    pools them. One model per task (a config hash per task) is no reason to split a label.
+    A scheme label that covers more than one configuration on one task is split on every task, each
+    configuration named by the settings that differ ("alibi steps=80", ``labels.split_labels``),
+    so no cell pools them. One model per task (a config hash per task) is no reason to split a label.
     """
     if df.empty:
         return df.assign(scheme=pd.Series(dtype=str), config=pd.Series(dtype=str))
@@ -81,7 +82,14 @@ def primary(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
     base = d.apply(scheme_label, axis=1)
     per_task = d.config.groupby([base, d.task]).transform("nunique")
     split = per_task.groupby(base).transform("max") > 1
-    d["scheme"] = base.where(~split, base + " [" + d.config.str[:6] + "]")
+    suffix = pd.Series("", index=d.index)
+    for label in base[split].unique():
+        rows = d[base == label]
+        groups = {task: list(g.config.unique()) for task, g in rows.groupby("task")}
+        specs = {c: json.loads(s) if isinstance(s, str) else None
+                 for c, s in (rows.groupby("config").spec.first().items() if "spec" in rows else [])}
+        suffix[rows.index] = rows.config.map(labels.split_labels(groups, specs))
+    d["scheme"] = base.where(~split, base + " " + suffix)
     d.loc[d.status != "ok", "value"] = float("nan")
     return d
 

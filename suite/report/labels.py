@@ -1,0 +1,96 @@
+"""Name configurations that share a scheme label by the settings that tell them apart.
+
+Two runs share a leaderboard cell only when they are identical except for the seed (one
+``config_hash``). When one label ('alibi') covers several configurations on a task, each gets
+the settings in which they differ: 'alibi steps=80' and 'alibi steps=200'. The settings come from
+the resolved spec stored with every run (``run.spec`` in the result file).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+SKIP = ("seed",)  # the one thing runs in a cell may differ in
+
+
+def flatten(spec: dict) -> dict[str, Any]:
+    """A run spec as dotted keys: ``train.steps``, ``position.theta``, ``span.window``,
+    ``task.copy.eos``, ``eval.multiples``. Per-layer settings are merged over the layers (one value
+    when every layer agrees, else the distinct values joined by '/')."""
+    out: dict[str, Any] = {}
+    for section, value in spec.items():
+        if section in SKIP:
+            continue
+        if section == "model":
+            for key, v in value.items():
+                if key != "layers":
+                    out[f"model.{key}"] = v
+            for layer in value.get("layers", []):
+                for part, prefix in (("position_cfg", "position"), ("span_cfg", "span")):
+                    for key, v in layer.get(part, {}).items():
+                        out.setdefault(f"{prefix}.{key}", []).append(v)
+                out.setdefault("position.name", []).append(layer.get("position"))
+                out.setdefault("span.name", []).append(layer.get("span"))
+        elif section == "tasks":
+            for task in value:
+                for key, v in (task.get("params") or []):
+                    out[f"task.{task['name']}.{key}"] = v
+        elif isinstance(value, dict):
+            for key, v in value.items():
+                out[f"{section}.{key}"] = v
+        else:
+            out[section] = value
+    for key, v in list(out.items()):
+        if key.startswith(("position.", "span.")) and isinstance(v, list):
+            distinct = list(dict.fromkeys(json.dumps(x) for x in v))
+            out[key] = json.loads(distinct[0]) if len(distinct) == 1 else "/".join(str(json.loads(x)) for x in distinct)
+    return out
+
+
+def _short(keys: list[str]) -> dict[str, str]:
+    """The last dotted component of each key ('train.steps' -> 'steps'), longer where two clash."""
+    names = {}
+    for key in keys:
+        parts = key.split(".")
+        for n in range(1, len(parts) + 1):
+            name = ".".join(parts[-n:])
+            if sum(1 for other in keys if other.split(".")[-n:] == parts[-n:]) == 1:
+                break
+        names[key] = name
+    return names
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_show(v) for v in value) + "]"
+    return str(value)
+
+
+def differing_keys(specs: list[dict]) -> list[str]:
+    """The dotted keys whose values are not the same in every spec of ``specs``, in key order."""
+    flat = [flatten(s) for s in specs]
+    keys = sorted(set().union(*flat)) if flat else []
+    return [k for k in keys if len({json.dumps(f.get(k), sort_keys=True, default=str) for f in flat}) > 1]
+
+
+def describe(spec: dict, keys: list[str]) -> str:
+    """'steps=80 lr=0.003': ``spec``'s values on ``keys``, each named by its shortest unambiguous tail."""
+    flat, names = flatten(spec), _short(keys)
+    return " ".join(f"{names[k]}={_show(flat.get(k))}" for k in keys)
+
+
+def split_labels(groups: dict[str, list[str]], specs: dict[str, Optional[dict]]) -> dict[str, str]:
+    """``groups``: the configurations one scheme label covers on each task ({task: [config, ...]}).
+    Returns {config: suffix}: every configuration of the label is named by its values on the keys
+    that differ within some task's group, so a configuration keeps one name on every task. Without
+    a stored spec (older result files) the suffix is the first six characters of the hash."""
+    configs = list(dict.fromkeys(c for cs in groups.values() for c in cs))
+    if any(not specs.get(c) for c in configs):
+        return {c: f"[{c[:6]}]" for c in configs}
+    keys = sorted({k for cs in groups.values() if len(set(cs)) > 1 for k in differing_keys([specs[c] for c in set(cs)])})
+    names = {c: describe(specs[c], keys) for c in configs}
+    if any(len({names[c] for c in set(cs)}) < len(set(cs)) for cs in groups.values()):  # only the hash tells them apart
+        return {c: f"[{c[:6]}]" for c in configs}
+    return names

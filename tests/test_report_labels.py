@@ -1,0 +1,59 @@
+"""A leaderboard cell holds runs identical except for the seed; other differences split the label."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from suite import store
+from suite.report import labels, tables
+from suite.spec import RunSpec
+from tests.conftest import make_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _spec(*overrides) -> dict:
+    spec: RunSpec = make_spec(*overrides)
+    return spec.to_dict()
+
+
+def test_a_label_names_the_settings_that_differ_and_only_those():
+    a, b = _spec("position=alibi", "train.steps=80"), _spec("position=alibi", "train.steps=200")
+    assert labels.differing_keys([a, b]) == ["train.steps"]
+    assert labels.split_labels({"copy": ["A", "B"]}, {"A": a, "B": b}) == {"A": "steps=80", "B": "steps=200"}
+    c = _spec("position=alibi", "train.steps=80", "train.lr=3e-3")
+    assert labels.split_labels({"copy": ["A", "C"]}, {"A": a, "C": c}) == {"A": "lr=0.001", "C": "lr=0.003"}
+    theta = labels.split_labels({"copy": ["R", "S"]}, {"R": _spec("position.theta=500"), "S": _spec("position.theta=50000")})
+    assert theta == {"R": "theta=500", "S": "theta=50000"}
+
+
+def test_a_configuration_keeps_one_name_on_every_task():
+    """One model per task: on copy two step counts, on vt only one; vt's run is still 'steps=80'."""
+    copy80, copy200 = _spec("task=copy", "train.steps=80"), _spec("task=copy", "train.steps=200")
+    vt80 = _spec("task=vt", "train.steps=80")
+    got = labels.split_labels({"copy": ["A", "B"], "vt": ["C"]}, {"A": copy80, "B": copy200, "C": vt80})
+    assert got == {"A": "steps=80", "B": "steps=200", "C": "steps=80"}
+
+
+def test_without_stored_specs_the_hash_tells_configurations_apart():
+    assert labels.split_labels({"copy": ["abcdef123", "123456abc"]}, {"abcdef123": None, "123456abc": None}) == \
+        {"abcdef123": "[abcdef]", "123456abc": "[123456]"}
+
+
+def test_runs_that_differ_in_steps_are_separate_rows_and_n_counts_seeds(tmp_path):
+    """The issue's command: one sweep, alibi, two step counts, three seeds."""
+    args = [sys.executable, "-m", "suite.run", "-m", "position=alibi", "task=niah_single", "train.steps=2,3", "seed=0,1,2",
+            "eval.n_examples=4", "eval.multiples=[1]", "logger=none", f"results_dir={tmp_path}", "sweep_name=mix",
+            f"hydra.sweep.dir={tmp_path}/h"]
+    out = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    board = tables.leaderboard(store.load(tmp_path / "mix"))
+    assert sorted(board.scheme) == ["alibi steps=2", "alibi steps=3"]
+    assert board.n.tolist() == [3, 3]
+    for scheme, g in board.groupby("scheme"):
+        runs = [json.loads(p.read_text()) for p in (tmp_path / "mix").glob("*.json")]
+        steps = int(scheme.split("=")[1])
+        values = [r["rows"] for r in runs if r["run"]["spec"]["train"]["steps"] == steps]
+        assert len(values) == 3
+        means = [next(x["value"] for x in rows if x["metric"] == "exact_match" and x["slice"] == "all") for rows in values]
+        assert g["mean"].iloc[0] == sum(means) / 3
