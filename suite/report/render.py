@@ -180,7 +180,7 @@ def _intro(r: dict) -> str:
               else "each task is scored by the headline metric it declares (table below)")
     return (f"Scores: {scored}. A cell is one configuration (runs identical except for the seed, same "
             f"config_hash) at one eval length; a scheme label that covers several configurations on one task "
-            f"names each by the settings in which they differ (`alibi steps=80`; `code=…` for runs from "
+            f"names each by the settings in which they differ ('alibi steps=80'; 'code=…' for runs from "
             f"different code). n counts seeds. Cells show the mean over seeds with a 95 % interval [low, high]: "
             f"a Student-t interval over seeds (mean ± t(0.975, n-1) · sd / √n) when two or more seeds have a "
             f"value; with one seed, a Wilson score interval over that run's examples. Intervals are clipped "
