@@ -14,7 +14,7 @@ TASKS  ?= posbench_core
 NODE_WHEELS ?= "hydra-core==1.3.8" "omegaconf==2.3.1" "hydra-joblib-launcher==1.2.0" "tabulate==0.10.0" "packaging==26.4"
 
 .DEFAULT_GOAL := help
-.PHONY: help install test sweep report bench bench-gpu wheelhouse summary lmeval clean
+.PHONY: help install test sweep report report-check bench bench-gpu wheelhouse summary lmeval clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -37,6 +37,10 @@ sweep: install ## run a sweep (SWEEP=default|kz|windows|hybrids|gpu), then its r
 
 report: install ## build reports/<sweep>/ from results/<sweep>/: leaderboards, MRR, plots (SWEEP=..., METRIC=..., WANDB=offline|online)
 	$(BIN)/python -m suite.report $(SWEEP) $(if $(METRIC),--metric $(METRIC)) $(if $(WANDB),--wandb $(WANDB))
+
+report-check: install ## open every reports/*/index.html in headless Chromium and check what a reader sees (apt-get install chromium)
+	$(BIN)/pip install -q -e ".[check]"
+	$(BIN)/python -m suite.report.check $(patsubst %/index.html,%,$(wildcard reports/*/index.html))
 
 bench: install ## measure speed and memory side by side; writes reports/perf/
 	$(BIN)/python -m suite.bench

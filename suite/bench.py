@@ -30,6 +30,7 @@ from suite.bench_step import hf_llama, optimizer_rows, sweep_level_rows, sweep_s
 from suite.config import compose_config
 from suite.model import PosBenchLM
 from suite.spec import build
+from suite.store import write_atomic
 from suite.step import train_step
 from suite.sweep_time import breakdown
 from suite.timing import matmul_peak_gflops, time_steps, training_flops
@@ -171,6 +172,26 @@ def eval_rows(lengths: list[int], schemes=("rope", "alibi"), max_quadratic_gib: 
     return rows
 
 
+NAMES = {"peak_mb": "peak MB", "tokens_per_s": "tokens/s"}
+WHOLE = ("length", "steps", "batch", "seq_len")
+
+
+def plain_table(t: pd.DataFrame, floatfmt: str = ".2f") -> str:
+    """A markdown table with one plain header row: index levels become columns, column levels are
+    joined ('peak MB, chunked'), lengths and step counts print as integers, a missing value as '-'."""
+    t = t.copy()
+    if isinstance(t.columns, pd.MultiIndex):
+        t.columns = [", ".join(NAMES.get(str(x), str(x)) for x in c) for c in t.columns]
+    t.columns = [NAMES.get(str(c), str(c)) for c in t.columns]
+    t = t.reset_index() if t.index.name or isinstance(t.index, pd.MultiIndex) else t
+    for c in t.columns:
+        if c in WHOLE:
+            t[c] = t[c].astype("Int64")
+        elif pd.api.types.is_float_dtype(t[c]):
+            t[c] = t[c].astype(object).where(t[c].notna(), None)
+    return t.to_markdown(index=False, floatfmt=floatfmt, missingval="-")
+
+
 def report(df: pd.DataFrame, peak: float, sweep: Optional[tuple]) -> str:
     train = df[df.kind == "train"].pivot_table(index=["model", "scheme", "span"], columns="path", values="tokens_per_s")
     train["fast/reference"] = train["sdpa"] / train["reference"]
@@ -200,16 +221,16 @@ def report(df: pd.DataFrame, peak: float, sweep: Optional[tuple]) -> str:
         "Batch and length as in `bench.csv`; `sdpa` is PosBench's fast path, `reference` its "
         "materialized-logits path, `hf_llama` a Hugging Face `LlamaForCausalLM` of the same shape. "
         "Paths compared in a ratio are timed in turn and keep their best round.", "",
-        train.to_markdown(floatfmt=".2f"), "",
+        plain_table(train), "",
         "## Training FLOPs (6 x params x tokens/s) as a fraction of the matmul peak", "",
-        flops[["model", "scheme", "span", "gflops", "fraction_of_matmul_peak"]].to_markdown(index=False, floatfmt=".3f"),
+        plain_table(flops[["model", "scheme", "span", "gflops", "fraction_of_matmul_peak"]], floatfmt=".3f"),
         "", "## Evaluation: time (s) and peak memory (MB) against length, batch 1, `small`", "",
         "Peak memory is the growth of the process's resident high-water mark during the forward, "
         "each point in a fresh process.", "",
     ]
     for scheme, e in ev.groupby("scheme", sort=False):
         table = e.pivot_table(index="length", columns="span", values=["seconds", "peak_mb"], dropna=False)
-        lines += [f"### {scheme}", "", table.to_markdown(floatfmt=".2f"), ""]
+        lines += [f"### {scheme}", "", plain_table(table), ""]
         for note in e.dropna(subset=["note"]).itertuples() if "note" in e else []:
             lines.append(f"- {scheme} {note.span} at {note.length}: {note.note}")
     lines += ["", "## GPU", "", "`make bench-gpu` on a CUDA machine measures bf16 training, MFU and FlexAttention "
@@ -221,7 +242,7 @@ def report(df: pd.DataFrame, peak: float, sweep: Optional[tuple]) -> str:
         lines += ["", f"## Where the `{record['sweep']}` sweep's wall time goes", "",
                   f"Multirun of {record['started']}: {record['runs']} runs in {record['wall_s']:.0f} s on "
                   f"{record['parallel']} parallel jobs ({record['worker_s']:.0f} worker-seconds).", "",
-                  table.to_markdown(index=False, floatfmt=".3f")]
+                  plain_table(table, floatfmt=".3f")]
     return "\n".join(lines) + "\n"
 
 
@@ -231,7 +252,7 @@ def _sweep_step_table(df: pd.DataFrame) -> str:
         return "Not measured."
     t = s.astype({"steps": int}).pivot_table(index=["model", "task", "steps"], columns="path", values="tokens_per_s")
     t["posbench/hf_llama"] = t["posbench"] / t["hf_llama"]
-    return t.to_markdown(floatfmt=".2f")
+    return plain_table(t)
 
 
 def _optimizer_table(df: pd.DataFrame) -> str:
@@ -239,7 +260,7 @@ def _optimizer_table(df: pd.DataFrame) -> str:
     if o.empty:
         return "Not measured."
     o = o[["path", "tokens_per_s"]].rename(columns={"path": "optimizer"})
-    return o.assign(relative=o.tokens_per_s / o.tokens_per_s.iloc[0]).to_markdown(index=False, floatfmt=".2f")
+    return plain_table(o.assign(relative=o.tokens_per_s / o.tokens_per_s.iloc[0]))
 
 
 def _sweep_level_text(df: pd.DataFrame) -> str:
@@ -306,7 +327,16 @@ def main(argv=None) -> int:
     p.add_argument("--lengths", default="1024,4096,16384")
     p.add_argument("--results", default="results", help="results store holding the timed sweep")
     p.add_argument("--sweep", default="default", help="the sweep whose wall time is broken down")
+    p.add_argument("--from-csv", default=None,
+                   help="re-render index.md from a bench.csv an earlier run wrote, without measuring")
     args = p.parse_args(argv)
+    out = Path(args.out)
+    if args.from_csv:
+        df = pd.read_csv(args.from_csv)
+        text = report(df, float(df.matmul_peak_gflops.iloc[0]), breakdown(args.results, args.sweep))
+        write_atomic(out / "index.md", text)
+        print(text)
+        return 0
     torch.set_num_threads(2)
     peak = matmul_peak_gflops()
     rows = sweep_step_rows()
@@ -315,7 +345,6 @@ def main(argv=None) -> int:
     rows += training_rows(args.steps, args.batch, args.seq_len)
     rows += eval_rows([int(x) for x in args.lengths.split(",")])
     df = pd.DataFrame(rows)
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     df.assign(matmul_peak_gflops=peak, batch=args.batch, seq_len=args.seq_len).to_csv(out / "bench.csv", index=False)
     text = report(df, peak, breakdown(args.results, args.sweep))

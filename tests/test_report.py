@@ -95,7 +95,7 @@ def test_report_tables_from_a_fixture_store(fixture_store, tmp_path):
     (tmp_path / "reports" / "fx" / "plots").mkdir(parents=True)
     (tmp_path / "reports" / "fx" / "plots" / "mqar.png").write_bytes(b"a task this sweep does not have")
     out = render.write(df, "fx", tmp_path / "reports" / "fx")
-    assert sorted(p.name for p in (out / "plots").iterdir()) == ["copy.png"]
+    assert sorted(p.name for p in (out / "plots").iterdir()) == ["copy.png", "summary.png"]
     text = (out / "leaderboard.csv").read_text()
     assert not re.search(r"\d\.\d{5,}", text)  # rounded to 4 decimals
     csv = pd.read_csv(out / "leaderboard.csv")

@@ -7,105 +7,22 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 import os
 import platform
 from datetime import datetime, timezone
 from pathlib import Path
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from suite.codedigest import code_digest  # noqa: E402
-from suite.report import references, tables  # noqa: E402
-from suite.store import write_atomic  # noqa: E402
+from suite.codedigest import code_digest
+from suite.report import references, tables
+from suite.report.plots import plot_profiles, plot_recency, plot_summary, plot_task
+from suite.store import write_atomic
 
 THRESHOLD = 0.8
 BOARD_CSV = ["scheme", "task", "eval_len", "metric", "mean", "ci_low", "ci_high", "std", "n_seeds", "status"]
 MRR_CSV = ["scheme", "mrr_ood", "mrr_ood_low", "mrr_ood_high", "mrr_all", "mrr_all_low", "mrr_all_high",
            "cells_ood", "cells_all"]
-
-
-def _png(fig) -> bytes:
-    """The figure as PNG bytes, cropped to what it draws (legends outside the axes included); closed."""
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches="tight")
-    plt.close(fig)
-    return buf.getvalue()
-
-
-def plot_task(board: pd.DataFrame, task: str) -> bytes:
-    """The task's headline metric against eval length, one line per scheme: mean over seeds with
-    its 95 % interval as error bars; the legend sits right of the axes."""
-    b = board[board.task == task]
-    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=100)
-    for scheme, g in b.groupby("scheme"):
-        g = g.sort_values("eval_len")
-        yerr = [(g["mean"] - g.ci_low).clip(lower=0).fillna(0), (g.ci_high - g["mean"]).clip(lower=0).fillna(0)]
-        ax.errorbar(g.eval_len, g["mean"], yerr=yerr, marker="o", ms=3, capsize=2, label=scheme)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("eval length (tokens)")
-    ax.set_ylabel(b.metric.iloc[0] if len(b) else "score")
-    ax.set_ylim(-0.03, 1.03)
-    ax.set_title(task)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
-    return _png(fig)
-
-
-def plot_recency(df: pd.DataFrame) -> bytes | None:
-    """Recency gap of the last layer's output against window size, per pattern, at init and trained."""
-    d = tables.diagnostics(df, "recency_gap")
-    if d.empty:
-        return None
-    d = d[(d.site == "resid_out") & (d.layer == d.layer.max())].copy()
-    d["window"] = d["window"].fillna(0).astype(int)
-    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=100)
-    for (pattern, at), g in d.groupby(["pattern", "at"]):
-        g = g.groupby("window").value.mean()
-        ax.plot(g.index, g.values, marker="o", ls="-" if at == "trained" else "--", label=f"{pattern} ({at})")
-    ax.set_xlabel("window (0: no window)")
-    ax.set_ylabel("recency gap f(1) - f(L)")
-    ax.set_title("last layer output: recency gap against window")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    return _png(fig)
-
-
-def plot_profiles(df: pd.DataFrame) -> bytes | None:
-    """Recency profiles f(d) of each layer's output against lag, one panel per pattern and window
-    (trained: solid, init: dashed), mean over seeds."""
-    d = tables.diagnostics(df, "recency_cos")
-    if d.empty:
-        return None
-    d = d[d.site == "resid_out"].copy()
-    d["window"] = d["window"].fillna(0).astype(int)
-    d["lag"] = d["lag"].astype(int)
-    panels = sorted(d.groupby(["pattern", "window"]).groups)
-    cols = min(3, len(panels))
-    rows = -(-len(panels) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 2.8 * rows), dpi=90, squeeze=False, sharey=True)
-    for ax, (pattern, window) in zip(axes.flat, panels):
-        g = d[(d.pattern == pattern) & (d.window == window)]
-        for (layer, at), h in g.groupby(["layer", "at"]):
-            if at not in ("init", "trained"):
-                continue
-            h = h.groupby("lag").value.mean()
-            ax.plot(h.index, h.values, ls="-" if at == "trained" else "--", color=f"C{layer}",
-                    label=f"layer {layer}" if at == "trained" else None)
-        ax.set_xscale("log", base=2)
-        ax.set_title(f"{pattern} w={window}" if window else pattern, fontsize=9)
-        ax.grid(alpha=0.3)
-    for ax in axes.flat[len(panels):]:
-        ax.axis("off")
-    axes.flat[0].legend(fontsize=7)
-    fig.supxlabel("lag d")
-    fig.supylabel("cos(h_i, h_{i-d})")
-    return _png(fig)
 
 
 def _checkout_digest(runs: pd.DataFrame) -> str:
@@ -156,6 +73,7 @@ def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = THR
         "metrics": pd.DataFrame({"task": task_names,
                                  "metric": [tables.headline_metric(t, metric) for t in task_names]}),
         "tasks": sorted(board.task.unique()), "effective": tables.effective_length(board, threshold),
+        "summary_plot": plot_summary(board, list(mrr.scheme)),
         "power": power, "tied_share": tables.tied_share(power),
         "breakdowns": {c: tables.breakdown(df, c, metric) for c in tables.varied(df)},
         "recency": tables.recency_table(df), "recency_plot": plot_recency(df), "profile_plot": plot_profiles(df),
@@ -184,8 +102,9 @@ def _intro(r: dict) -> str:
             f"different code). n counts seeds. Cells show the mean over seeds with a 95 % interval [low, high]: "
             f"a Student-t interval over seeds (mean ± t(0.975, n-1) · sd / √n) when two or more seeds have a "
             f"value; with one seed, a Wilson score interval over that run's examples. Intervals are clipped "
-            f"to [0, 1]. Effective length: the longest eval length up to which the mean stays at or above "
-            f"{r['threshold']:.2f}.")
+            f"to [0, 1]. A cell without a score reads '-' where the scheme cannot represent the length "
+            f"(unsupported), else why (diverged). Rows: best mean score first. Effective length: the longest "
+            f"eval length up to which the mean stays at or above {r['threshold']:.2f} ('-': never).")
 
 
 def _mrr_text(r: dict) -> str:
@@ -207,9 +126,14 @@ def _power_text(r: dict) -> str:
             f"across all schemes.")
 
 
+def effective_display(t: pd.DataFrame) -> pd.DataFrame:
+    """Effective lengths in tokens, '-' for never (not even the shortest length reaches the threshold)."""
+    return t.apply(lambda col: col.map(lambda v: f"{int(v)} tokens" if pd.notna(v) and v > 0 else tables.EMPTY))
+
+
 def mrr_display(m: pd.DataFrame) -> pd.DataFrame:
     def cell(name):
-        return [f"{a:.2f} [{lo:.2f}, {hi:.2f}]" if pd.notna(a) else "—"
+        return [f"{a:.2f} [{lo:.2f}, {hi:.2f}]" if pd.notna(a) else tables.EMPTY
                 for a, lo, hi in zip(m[name], m[f"{name}_low"], m[f"{name}_high"])]
 
     return pd.DataFrame({"scheme": m.scheme, "MRR (OOD)": cell("mrr_ood"), "MRR (all)": cell("mrr_all"),
@@ -232,14 +156,22 @@ def _ref_texts(r: dict) -> list[str]:
             f"ordered oppositely (a tie on either side is no disagreement)."]
 
 
+def _md(t: pd.DataFrame, floatfmt: str = ".3f") -> str:
+    """One header row: a named index becomes the first column."""
+    t = t.reset_index() if t.index.name or isinstance(t.index, pd.MultiIndex) else t
+    return t.to_markdown(index=False, floatfmt=floatfmt, disable_numparse=False)
+
+
 def markdown(r: dict) -> str:
     out = [f"# PosBench leaderboard: `{r['sweep']}`", ""]
     if r["warning"]:
         out += [f"> **Warning: {r['warning']}**", ""]
-    out += [_intro(r), "", r["metrics"].to_markdown(index=False), "",
-            "## Mean Reciprocal Rank", "", _mrr_text(r), "", mrr_display(r["mrr"]).to_markdown(index=False), ""]
+    if r["summary_plot"] is not None:
+        out += ["![summary: every scheme on every task at the first length beyond training](plots/summary.png)", ""]
+    out += ["## Mean Reciprocal Rank", "", _mrr_text(r), "", mrr_display(r["mrr"]).to_markdown(index=False), "",
+            "## How to read the tables", "", _intro(r), "", r["metrics"].to_markdown(index=False), ""]
     for task in r["tasks"]:
-        out += [f"## {task}", "", tables.pivot(r["board"], task).to_markdown(), "",
+        out += [f"## {task}", "", _md(tables.pivot(r["board"], task)), "",
                 f"![{task}](plots/{task}.png)", ""]
     out += ["## Power", "", _power_text(r), "", r["power"].to_markdown(index=False, floatfmt=".2f"), ""]
     if r["reference"]:
@@ -248,19 +180,22 @@ def markdown(r: dict) -> str:
                 _ref_display(r["ref_paper"], "published").to_markdown(disable_numparse=True), "",
                 _ref_display(r["ref_ours"], "ours").to_markdown(disable_numparse=True), "",
                 r["ref_agreement"].to_markdown(index=False, floatfmt=".2f"), ""]
-    out += ["## Effective length", "", r["effective"].to_markdown(), ""]
+    out += ["## Effective length", "", _md(effective_display(r["effective"])), ""]
     if not r["recency"].empty:
-        out += ["## Recency gap (diagnostics)", "", RECENCY_TEXT, "", r["recency"].to_markdown(floatfmt=".3f"), "",
+        out += ["## Recency gap (diagnostics)", "", RECENCY_TEXT, "", _md(r["recency"]), "",
                 "![recency](plots/recency.png)", "", "![profiles](plots/profiles.png)", ""]
     for column, t in r["breakdowns"].items():
-        out += [f"## By {column}", "", t.to_markdown(floatfmt=".3f"), ""]
+        out += [f"## By {column}", "", _md(t), ""]
     out += ["## Provenance", ""] + [f"- {k}: {v}" for k, v in r["provenance"].items()]
     out += ["", r["code_groups"].to_markdown(index=False), ""]
     return "\n".join(out)
 
 
 def _table_html(t: pd.DataFrame, index: bool = True, floatfmt: str = "{:.3f}") -> str:
-    return t.to_html(index=index, escape=True, float_format=floatfmt.format, na_rep="—", border=0)
+    """One header row: a shown index becomes the first column; empty cells read '-'."""
+    if index:
+        t = t.reset_index() if t.index.name or isinstance(t.index, pd.MultiIndex) else t.rename_axis("").reset_index()
+    return t.to_html(index=False, escape=True, float_format=floatfmt.format, na_rep=tables.EMPTY, border=0)
 
 
 def html_page(r: dict, plots: dict[str, bytes]) -> str:
@@ -268,9 +203,13 @@ def html_page(r: dict, plots: dict[str, bytes]) -> str:
     parts = [f"<h1>PosBench leaderboard: <code>{esc(r['sweep'])}</code></h1>"]
     if r["warning"]:
         parts += [f"<p class='warn'>Warning: {esc(r['warning'])}</p>"]
-    parts += [f"<p>{esc(_intro(r))}</p>", _table_html(r["metrics"], index=False),
-              "<h2>Mean Reciprocal Rank</h2>", f"<p>{esc(_mrr_text(r))}</p>",
-              _table_html(mrr_display(r["mrr"]), index=False)]
+    if r["summary_plot"] is not None:
+        img = base64.b64encode(r["summary_plot"]).decode()
+        parts += [f'<img id="summary" alt="summary: every scheme on every task at the first length beyond training" '
+                  f'src="data:image/png;base64,{img}">']
+    parts += ["<h2>Mean Reciprocal Rank</h2>", f"<p>{esc(_mrr_text(r))}</p>",
+              _table_html(mrr_display(r["mrr"]), index=False).replace("<table", '<table id="mrr"', 1),
+              "<h2>How to read the tables</h2>", f"<p>{esc(_intro(r))}</p>", _table_html(r["metrics"], index=False)]
     for task in r["tasks"]:
         img = base64.b64encode(plots[task]).decode()
         parts += [f"<h2>{esc(task)}</h2>", _table_html(tables.pivot(r["board"], task)),
@@ -282,11 +221,11 @@ def html_page(r: dict, plots: dict[str, bytes]) -> str:
         parts += [_table_html(_ref_display(r["ref_paper"], "published")),
                   _table_html(_ref_display(r["ref_ours"], "ours")),
                   _table_html(r["ref_agreement"], index=False, floatfmt="{:.2f}")]
-    parts += ["<h2>Effective length</h2>", _table_html(r["effective"], floatfmt="{:.0f}")]
+    parts += ["<h2>Effective length</h2>", _table_html(effective_display(r["effective"]))]
     if not r["recency"].empty:
         img = base64.b64encode(r["recency_plot"]).decode()
         prof = base64.b64encode(r["profile_plot"]).decode()
-        parts += ["<h2>Recency gap (diagnostics)</h2>", f"<p>{esc(RECENCY_TEXT)}</p>", _table_html(r["recency"]),
+        parts += ["<h2>Recency gap (diagnostics)</h2>", f"<p>{esc(RECENCY_TEXT)}</p>", _table_html(r["recency"], index=False),
                   f'<img alt="recency" src="data:image/png;base64,{img}">',
                   f'<img alt="profiles" src="data:image/png;base64,{prof}">']
     for column, t in r["breakdowns"].items():
@@ -295,7 +234,7 @@ def html_page(r: dict, plots: dict[str, bytes]) -> str:
     parts += ["</ul>", _table_html(r["code_groups"], index=False)]
     style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
              "table{border-collapse:collapse;margin:1em 0}td,th{padding:3px 8px;border-bottom:1px solid #ddd;"
-             "text-align:right}img{max-width:100%}.warn{background:#fde2e1;border:1px solid #d33;padding:.5em;"
+             "text-align:right}td:first-child,th:first-child{text-align:left}img{max-width:100%}.warn{background:#fde2e1;border:1px solid #d33;padding:.5em;"
              "font-weight:bold}")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>PosBench: {esc(r['sweep'])}</title>"
             f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")
@@ -307,6 +246,8 @@ def save(r: dict, out_dir: Path) -> Path:
     out_dir = Path(out_dir)
     plots = {task: plot_task(r["board"], task) for task in r["tasks"]}
     files = {f"plots/{task}.png": png for task, png in plots.items()}
+    if r["summary_plot"] is not None:
+        files["plots/summary.png"] = r["summary_plot"]
     if r["recency_plot"] is not None:
         files["plots/recency.png"], files["plots/profiles.png"] = r["recency_plot"], r["profile_plot"]
     board = r["board"].rename(columns={"n": "n_seeds"})[BOARD_CSV]

@@ -230,6 +230,13 @@ def mrr_intervals(df: pd.DataFrame, tie: str = "min", metric: str | None = None,
                 "cells_ood", "cells_all", "overlaps_next"]]
 
 
+def first_ood(board: pd.DataFrame) -> pd.DataFrame:
+    """The board's cells at each task's first eval length beyond training (smallest len_ratio > 1)."""
+    b = board.assign(len_ratio=board.eval_len / board.train_len)
+    beyond = b[b.len_ratio > 1]
+    return beyond[beyond.len_ratio == beyond.groupby("task").len_ratio.transform("min")]
+
+
 def power(board: pd.DataFrame, tied_below: float = TIED_BELOW) -> pd.DataFrame:
     """Per task: ``spread``, best minus worst scheme mean at the first eval length beyond training
     (smallest len_ratio > 1), and ``tied_cells`` of ``cells``, the eval lengths where best minus
@@ -240,9 +247,9 @@ def power(board: pd.DataFrame, tied_below: float = TIED_BELOW) -> pd.DataFrame:
     def gap(means):
         return means.max() - means.min() if means.count() >= 2 else math.nan
 
+    firsts = first_ood(board)
     for task, g in b.groupby("task", sort=True):
-        beyond = g[g.len_ratio > 1]
-        first = beyond[beyond.len_ratio == beyond.len_ratio.min()]
+        first = firsts[firsts.task == task]
         gaps = g.groupby("eval_len")["mean"].agg(gap).dropna()
         tied = int((gaps < tied_below).sum())
         rows.append({"task": task, "metric": g.metric.iloc[0],
@@ -259,27 +266,54 @@ def tied_share(power_table: pd.DataFrame) -> float:
     return power_table.tied_cells.sum() / cells if cells else math.nan
 
 
+EMPTY = "-"  # a cell with no score because the scheme cannot represent the length, or a length never reached
+
+
 def _fmt(x: float) -> str:
     return f"{x:.2f}"
 
 
+def length_header(eval_len, train_len) -> str:
+    """'64 (2x)': an eval length in tokens with its multiple of the training length."""
+    return f"{int(eval_len)} ({eval_len / train_len:g}x)"
+
+
+def ratio_header(ratio: float) -> str:
+    return f"{ratio:g}x train length"
+
+
+def scheme_order(board: pd.DataFrame) -> list[str]:
+    """Schemes best first by their mean headline score over the cells shown (an empty cell counts
+    0); schemes with no score at all last; ties by name."""
+    key = board.assign(score=board["mean"].where(board.n > 0, 0.0)).groupby("scheme").agg(
+        score=("score", "mean"), scored=("n", "max"))
+    key = key.assign(none=key.scored == 0).reset_index()
+    key = key.sort_values(["none", "score", "scheme"], ascending=[True, False, True])
+    return list(key.scheme)
+
+
 def pivot(board: pd.DataFrame, task: str) -> pd.DataFrame:
-    """Scheme x eval length for one task: 'mean [ci_low, ci_high]' strings, or why a cell is empty."""
+    """Scheme x eval length for one task, one header row: 'mean [ci_low, ci_high]', '-' where the
+    scheme cannot represent the length (unsupported), else why the cell is empty (diverged).
+    Rows best first (``scheme_order``); columns named '64 (2x)'."""
     b = board[board.task == task]
 
     def cell(r):
         if r["n"] == 0:
-            return r["status"]
+            return EMPTY if r["status"] == "unsupported" else r["status"]
         return f"{_fmt(r['mean'])} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]"
 
     t = b.assign(cell=b.apply(cell, axis=1)).pivot(index="scheme", columns="eval_len", values="cell")
-    order = b.groupby("scheme")["mean"].mean().sort_values(ascending=False).index
-    return t.loc[order]
+    train_len = b.train_len.iloc[0] if len(b) else 1
+    t = t.loc[scheme_order(b)]
+    t.columns = [length_header(c, train_len) for c in t.columns]
+    t.index.name = "scheme"
+    return t
 
 
 def effective_length(board: pd.DataFrame, threshold: float = 0.8) -> pd.DataFrame:
     """Scheme x task: the longest eval length L such that every eval length up to L scores at least
-    ``threshold`` (0 when even the shortest does not)."""
+    ``threshold`` (0 when even the shortest does not: never); best schemes first."""
     rows = []
     for (scheme, task), g in board.sort_values("eval_len").groupby(["scheme", "task"]):
         best = 0
@@ -290,14 +324,18 @@ def effective_length(board: pd.DataFrame, threshold: float = 0.8) -> pd.DataFram
         rows.append({"scheme": scheme, "task": task, "effective_length": best})
     if not rows:
         return pd.DataFrame(columns=["scheme"])
-    return pd.DataFrame(rows).pivot(index="scheme", columns="task", values="effective_length")
+    t = pd.DataFrame(rows).pivot(index="scheme", columns="task", values="effective_length")
+    t.columns.name = None
+    return t.loc[[s for s in scheme_order(board) if s in t.index]]
 
 
 def breakdown(df: pd.DataFrame, column: str, metric: str | None = None) -> pd.DataFrame:
     """Mean headline score by ``column`` x length ratio, over schemes, tasks and seeds."""
     d = primary(df, metric)
     d[column] = d[column].map(str)  # keeps None ("no window") as a row of its own
-    return d.pivot_table(index=column, columns="len_ratio", values="value", aggfunc="mean")
+    t = d.pivot_table(index=column, columns="len_ratio", values="value", aggfunc="mean")
+    t.columns = [ratio_header(c) for c in t.columns]
+    return t
 
 
 def varied(df: pd.DataFrame) -> list[str]:
@@ -340,4 +378,6 @@ def recency_table(df: pd.DataFrame, site: str = "resid_out") -> pd.DataFrame:
         return d
     d = d[d.site == site]
     d["window"] = d["window"].fillna(0).astype(int)
-    return d.pivot_table(index=["pattern", "window"], columns=["at", "layer"], values="value", aggfunc="mean")
+    t = d.pivot_table(index=["pattern", "window"], columns=["at", "layer"], values="value", aggfunc="mean")
+    t.columns = [f"{at} layer {layer}" for at, layer in t.columns]
+    return t.reset_index()

@@ -1,0 +1,119 @@
+"""The report's figures, as PNG bytes: the summary heatmap, each task's score against length,
+and the recency diagnostics. Every legend sits outside the data."""
+from __future__ import annotations
+
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from suite.report import tables  # noqa: E402
+
+
+def _png(fig) -> bytes:
+    """The figure as PNG bytes, cropped to what it draws (legends outside the axes included); closed."""
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def plot_task(board: pd.DataFrame, task: str) -> bytes:
+    """The task's headline metric against eval length, one line per scheme: mean over seeds with
+    its 95 % interval as error bars; the legend sits right of the axes."""
+    b = board[board.task == task]
+    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=100)
+    for scheme, g in b.groupby("scheme"):
+        g = g.sort_values("eval_len")
+        yerr = [(g["mean"] - g.ci_low).clip(lower=0).fillna(0), (g.ci_high - g["mean"]).clip(lower=0).fillna(0)]
+        ax.errorbar(g.eval_len, g["mean"], yerr=yerr, marker="o", ms=3, capsize=2, label=scheme)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("eval length (tokens)")
+    ax.set_ylabel(b.metric.iloc[0] if len(b) else "score")
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_title(task)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    return _png(fig)
+
+
+def plot_recency(df: pd.DataFrame) -> bytes | None:
+    """Recency gap of the last layer's output against window size, per pattern, at init and trained."""
+    d = tables.diagnostics(df, "recency_gap")
+    if d.empty:
+        return None
+    d = d[(d.site == "resid_out") & (d.layer == d.layer.max())].copy()
+    d["window"] = d["window"].fillna(0).astype(int)
+    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=100)
+    for (pattern, at), g in d.groupby(["pattern", "at"]):
+        g = g.groupby("window").value.mean()
+        ax.plot(g.index, g.values, marker="o", ls="-" if at == "trained" else "--", label=f"{pattern} ({at})")
+    ax.set_xlabel("window (0: no window)")
+    ax.set_ylabel("recency gap f(1) - f(L)")
+    ax.set_title("last layer output: recency gap against window")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    return _png(fig)
+
+
+def plot_profiles(df: pd.DataFrame) -> bytes | None:
+    """Recency profiles f(d) of each layer's output against lag, one panel per pattern and window
+    (trained: solid, init: dashed), mean over seeds."""
+    d = tables.diagnostics(df, "recency_cos")
+    if d.empty:
+        return None
+    d = d[d.site == "resid_out"].copy()
+    d["window"] = d["window"].fillna(0).astype(int)
+    d["lag"] = d["lag"].astype(int)
+    panels = sorted(d.groupby(["pattern", "window"]).groups)
+    cols = min(3, len(panels))
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 2.8 * rows), dpi=90, squeeze=False, sharey=True)
+    for ax, (pattern, window) in zip(axes.flat, panels):
+        g = d[(d.pattern == pattern) & (d.window == window)]
+        for (layer, at), h in g.groupby(["layer", "at"]):
+            if at not in ("init", "trained"):
+                continue
+            h = h.groupby("lag").value.mean()
+            ax.plot(h.index, h.values, ls="-" if at == "trained" else "--", color=f"C{layer}",
+                    label=f"layer {layer}" if at == "trained" else None)
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"{pattern} w={window}" if window else pattern, fontsize=9)
+        ax.grid(alpha=0.3)
+    for ax in axes.flat[len(panels):]:
+        ax.axis("off")
+    fig.legend(*axes.flat[0].get_legend_handles_labels(), fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 0.95))
+    fig.supxlabel("lag d")
+    fig.supylabel("cos(h_i, h_{i-d})")
+    return _png(fig)
+
+
+def plot_summary(board: pd.DataFrame, order: list[str]) -> bytes | None:
+    """Heatmap of schemes (rows, in ``order``: best MRR first) x tasks at each task's first eval
+    length beyond training, coloured by the headline metric's mean over seeds, each cell annotated
+    with the mean and its 95 % interval (or why it is empty)."""
+    first = tables.first_ood(board)
+    if first.empty:
+        return None
+    tasks = sorted(first.task.unique())
+    schemes = [s for s in order if s in set(first.scheme)] + sorted(set(first.scheme) - set(order))
+    grid = np.full((len(schemes), len(tasks)), np.nan)
+    fig, ax = plt.subplots(figsize=(1.9 * len(tasks) + 2.6, 0.45 * len(schemes) + 1.4), dpi=100)
+    for _, r in first.iterrows():
+        i, j = schemes.index(r.scheme), tasks.index(r.task)
+        grid[i, j] = r["mean"]
+        text = (f"{r['mean']:.2f}\n[{r.ci_low:.2f}, {r.ci_high:.2f}]" if r["n"] else "-" if r.status == "unsupported"
+                else str(r.status))
+        ax.text(j, i, text, ha="center", va="center", fontsize=7,
+                color="white" if r["n"] and r["mean"] < 0.55 else "black")
+    image = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis", vmin=0, vmax=1, aspect="auto")
+    ax.set_xticks(range(len(tasks)), [f"{t}\n{int(first[first.task == t].eval_len.iloc[0])} tokens" for t in tasks], fontsize=8)
+    ax.set_yticks(range(len(schemes)), schemes, fontsize=8)
+    ax.set_title("first length beyond training: mean over seeds [95 % interval]", fontsize=9)
+    fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02, label="headline metric")
+    return _png(fig)

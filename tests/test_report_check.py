@@ -1,0 +1,38 @@
+"""make report-check: a headless Chromium sees a non-blank first screen, every image, the MRR table."""
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from suite.report import check, render
+from tests.test_report_readable import _df
+
+
+def test_a_one_colour_screenshot_is_blank_and_a_drawn_one_is_not(tmp_path):
+    white = np.ones((100, 100, 3))
+    plt.imsave(tmp_path / "white.png", white)
+    assert check.blank(tmp_path / "white.png")
+    white[20:40, 10:90] = 0  # a line of text's worth of ink
+    plt.imsave(tmp_path / "text.png", white)
+    assert not check.blank(tmp_path / "text.png")
+
+
+@pytest.fixture
+def page():
+    sync_api = pytest.importorskip("playwright.sync_api", reason="make report-check installs playwright")
+    browser_path = check.find_chromium()
+    if browser_path is None:
+        pytest.skip("no Chromium installed (apt-get install chromium)")
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=browser_path, args=["--no-sandbox"])
+        yield browser.new_page(viewport=check.VIEWPORT)
+        browser.close()
+
+
+def test_a_built_report_passes_and_a_broken_image_or_missing_table_is_named(page, tmp_path):
+    out = render.write(_df(), "fx", tmp_path / "fx")
+    assert check.check_page(page, out / "index.html", tmp_path / "ok.png") == []
+    html = (out / "index.html").read_text()
+    broken = html.replace("data:image/png;base64,", "data:image/png;base64,AAAA", 1)  # the first image cannot decode
+    (tmp_path / "broken.html").write_text(broken.replace('id="mrr"', 'id="gone"'))
+    problems = check.check_page(page, tmp_path / "broken.html", tmp_path / "broken.png")
+    assert any("did not load" in p for p in problems) and "the MRR table is not visible" in problems

@@ -1,0 +1,81 @@
+"""The report reads at a glance: a summary first, one header row per table, named axes, '-' for
+never or unsupported, best rows first, legends outside the data, plain column names."""
+import math
+import re
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+
+from suite import bench
+from suite.report import plots, render, tables
+from tests.test_report import _row, frame
+
+
+def _df():
+    cells = [("rope", 32, 0.9), ("rope", 64, 0.2), ("alibi", 32, 0.8), ("alibi", 64, 0.6),
+             ("learned", 32, 1.0), ("learned", 64, math.nan, "unsupported"),
+             ("t5", 32, math.nan, "diverged"), ("t5", 64, math.nan, "diverged")]
+    return frame([_row(f"{c[0]}-0", c[0], 0, "copy", c[1], c[2], *(c[3:] or ["ok"])) for c in cells])
+
+
+def test_task_table_has_named_lengths_dashes_for_unsupported_and_best_rows_first():
+    t = tables.pivot(tables.leaderboard(_df()), "copy")
+    assert list(t.columns) == ["32 (1x)", "64 (2x)"] and t.index.name == "scheme"
+    # mean over lengths, an empty cell counting 0: alibi 0.7, rope 0.55, learned 0.5; t5 has no score: last
+    assert list(t.index) == ["alibi", "rope", "learned", "t5"]
+    assert t.loc["learned", "64 (2x)"] == "-" and t.loc["t5", "32 (1x)"] == "diverged"
+    assert t.loc["alibi", "64 (2x)"].startswith("0.60 [")
+
+
+def test_effective_length_reads_tokens_or_a_dash_for_never():
+    board = tables.leaderboard(_df())
+    shown = render.effective_display(tables.effective_length(board, 0.85))
+    assert shown.loc["rope", "copy"] == "32 tokens" and shown.loc["alibi", "copy"] == "-"
+
+
+def test_breakdown_and_recency_columns_are_named():
+    df = _df()
+    assert list(tables.breakdown(df, "spans").columns) == ["1x train length", "2x train length"]
+
+
+def test_every_html_table_has_one_header_row_and_the_summary_comes_first(tmp_path):
+    r = render.build(_df(), "fx")
+    page = render.html_page(r, {t: plots.plot_task(r["board"], t) for t in r["tasks"]})
+    heads = re.findall(r"<thead>(.*?)</thead>", page, flags=re.S)
+    assert heads and all(h.count("<tr") == 1 for h in heads)
+    assert page.index('id="summary"') < page.index('id="mrr"') < page.index("<h2>copy</h2>")
+    md = render.markdown(r)
+    assert md.index("plots/summary.png") < md.index("## Mean Reciprocal Rank") < md.index("## copy")
+    assert "| scheme   | 32 (1x)" in md
+
+
+def test_the_summary_heatmap_holds_the_first_length_beyond_training():
+    first = tables.first_ood(tables.leaderboard(_df()))
+    assert set(first.eval_len) == {64} and set(first.scheme) == {"rope", "alibi", "learned", "t5"}
+
+
+@pytest.mark.parametrize("draw", ["task", "summary"])
+def test_legends_and_colour_bars_sit_outside_the_data(monkeypatch, draw):
+    figures = []
+    monkeypatch.setattr(plots, "_png", lambda fig: figures.append(fig) or b"")
+    board = tables.leaderboard(_df())
+    plots.plot_task(board, "copy") if draw == "task" else plots.plot_summary(board, ["alibi", "rope"])
+    fig = figures[0]
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    box = ax.get_window_extent()
+    others = [lg.get_window_extent() for lg in ax.get_children() if isinstance(lg, plt.matplotlib.legend.Legend)]
+    others += [a.get_window_extent() for a in fig.axes[1:]]  # colour bars
+    assert others and all(not box.overlaps(o) for o in others)
+    plt.close(fig)
+
+
+def test_perf_tables_have_plain_headers_whole_lengths_and_dashes():
+    t = pd.DataFrame({"length": [1024.0, 4096.0], "span": ["full", "full"], "peak_mb": [19.4, math.nan],
+                      "seconds": [0.1, 0.7]}).pivot_table(index="length", columns="span", values=["peak_mb", "seconds"],
+                                                          dropna=False)
+    text = bench.plain_table(t)
+    header = text.splitlines()[0]
+    assert "length" in header and "peak MB, full" in header and "('" not in text
+    assert "|     1024 |" in text and "1024.00" not in text and "nan" not in text and " - " in text
