@@ -8,6 +8,7 @@ validation message when any of them is invalid.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import sys
@@ -16,7 +17,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from hydra import compose
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
@@ -30,12 +30,20 @@ log = logging.getLogger("posbench")
 
 
 def sweep_jobs(config: DictConfig) -> list[list[str]]:
-    """Every job's override list, as the basic sweeper will launch them."""
+    """Every job's override list, as Hydra's basic sweeper launches them: the sweeper's params,
+    then the command line's overrides (a later value for a key replaces an earlier one), crossed
+    in order with the first key varying slowest."""
     params = [f"{key}={value}" for key, value in (config.hydra.sweeper.get("params") or {}).items()]
-    parser = OverridesParser.create()
-    overrides = parser.parse_overrides(params + list(config.hydra.overrides.task))
-    batches = BasicSweeper.split_arguments(overrides, None)
-    return [job for batch in batches for job in batch]
+    choices: dict[str, list[str]] = {}
+    for override in OverridesParser.create().parse_overrides(params + list(config.hydra.overrides.task)):
+        key = override.get_key_element()
+        if not override.is_sweep_override():
+            choices[key] = [f"{key}={override.get_value_element_as_str()}"]
+        elif override.is_discrete_sweep():
+            choices[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
+        else:
+            raise HydraException(f"{key}: the basic sweeper takes a list of values (a,b,c), not a {override.value_type.name}")
+    return [list(job) for job in itertools.product(*choices.values())]
 
 
 def sweep_log_path(results_dir, sweep: str) -> Path:

@@ -88,3 +88,19 @@ def test_a_finished_sweep_reruns_without_training(tmp_path):
     assert second.returncode == 0 and (second.stdout + second.stderr).count("skip ") == 2
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "hybrids").glob("*.json")} == files
     assert store.load(tmp_path / "hybrids").run_id.nunique() == 2
+
+
+@pytest.mark.parametrize("name", SWEEPS)
+def test_sweep_jobs_are_the_jobs_hydras_basic_sweeper_launches(name):
+    """The validation callback expands a sweep with Hydra's public override parser; the basic
+    sweeper's own expansion (a private API, used here only as the reference) gives the same jobs."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from suite.validate import sweep_jobs
+
+    cfg = _sweep_cfg(name)
+    params = [f"{k}={v}" for k, v in (cfg.hydra.sweeper.get("params") or {}).items()]
+    overrides = OverridesParser.create().parse_overrides(params + list(cfg.hydra.overrides.task))
+    expected = [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
+    assert sweep_jobs(cfg) == expected and len(expected) > 1
