@@ -27,10 +27,11 @@ from suite import store
 from suite.diagnostics import diagnostic_rows
 from suite.evalcache import eval_set
 from suite.evaluate import evaluate
+from suite.progress import StepLog, finished_line
 from suite.model import PosBenchLM
 from suite.resources import ResourceError, check_device, check_memory, check_results_dir
 from suite.spec import RunSpec
-from suite.tracking import Tracker
+from suite.tracking import Tracker, wandb_config, wandb_dir, wandb_id
 from suite.checkpoint import load_trained, save_trained
 from suite.train import TrainResult, train
 
@@ -143,8 +144,10 @@ def _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, 
     main_rank = distributed.is_main()
     timing: dict[str, float] = {}  # where the run's wall time goes, stored with the run
     mark = time.perf_counter()
-    tracker = Tracker((logger_cfg if main_rank else None) or {"name": "none"}, name=rid, group=spec.sweep, config=spec.to_dict(),
-                      tags=[columns["positions"], columns["spans"], spec.model.pattern, spec.taskset])
+    logger_cfg = (logger_cfg if main_rank else None) or {"name": "none"}
+    tracker = Tracker(logger_cfg, name=rid, group=spec.sweep, config=wandb_config(spec, columns),
+                      tags=[columns["positions"], columns["spans"], spec.model.pattern, spec.taskset],
+                      run_id=wandb_id(spec.sweep, rid), directory=wandb_dir(logger_cfg, results_dir, spec.sweep))
     timing["log_s"] = time.perf_counter() - mark
     try:
         t0 = time.perf_counter()
@@ -168,8 +171,10 @@ def _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, 
             result, diag_rows = TrainResult(**finished["result"]), finished["diag_rows"]
             log.info("%s: training finished earlier (%s); evaluating the stored model", rid, work / "model.pt")
         else:
+            # off a terminal (no tqdm bar) the main process writes a plain progress line per logged step
+            log_step = tracker.log if progress or not main_rank else StepLog(rid, spec.train.steps, log.info, tracker.log)
             result = train(model, spec, [task for _, task in tasks], ckpt_path=work / "ckpt.pt", ckpt_every=ckpt_every,
-                           log=tracker.log, log_every=log_every, progress=progress, on_step=during_training)
+                           log=log_step, log_every=log_every, progress=progress, on_step=during_training)
         timing["batches_s"], timing["train_s"] = result.batch_s, result.wall_s - result.batch_s
         if not main_rank:  # rank 0 evaluates and writes; the others only helped train
             return None
@@ -204,7 +209,8 @@ def _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, 
         (work / "ckpt.pt").unlink(missing_ok=True)
         tracker.log_rows(rows)
         tracker.finish()
-        log.info("%s: %s in %.1fs -> %s", rid, result.status, wall, path)
+        status = result.status if result.status == "ok" else f"{result.status} at step {result.steps_done}"
+        log.info("%s -> %s", finished_line(rid, status, meta["wall_s"], rows, tasks, spec.train.seq_len), path)
         return path
     finally:
         tracker.finish()

@@ -87,6 +87,8 @@ class LoggerConf:
     project: str = option("posbench")
     entity: Optional[str] = option(None)
     silent: bool = option(True, doc="keep W&B's own messages out of the sweep log")
+    dir: Optional[str] = option(None, doc="the folder W&B's run folders go in, its last part named wandb; "
+                                          "null: <results_dir>/<sweep_name>/wandb")
 
 
 @dataclass

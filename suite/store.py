@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import tempfile
 import warnings
 from functools import lru_cache
@@ -31,6 +32,8 @@ BOUNDED = ("exact_match", "token_accuracy", "string_match_all", "string_match_pa
 # (attn_mass holds shares and, in its ``segment=entropy`` slice, the attention entropy in nats)
 UNBOUNDED = ("loss", "diverged_at_step", "recency_cos", "recency_gap", "logit_profile", "logit_gap", "attn_mass")
 REQUIRED = ("run_id", "task", "eval_len", "slice", "metric", "value", "status")
+# the folders W&B writes a run's files in (its JSON files are not results): offline-run-<time>-<id>, run-<time>-<id>
+WANDB_RUN_FOLDER = re.compile(r"(offline-)?run-\d{8}_\d{6}-.+|latest-run")
 
 
 def sweep_dir(results_dir: str | Path, sweep: str) -> Path:
@@ -165,15 +168,17 @@ def row_problem(row) -> str | None:
 
 
 def load(path: str | Path) -> pd.DataFrame:
-    """All rows of the run files under ``path`` (a sweep folder or a whole results folder).
+    """All rows of the run files under ``path`` (a sweep folder or a whole results folder), each
+    with a ``spec`` column: its run's stored spec as JSON (the report names configurations by it).
 
     Unreadable, truncated or foreign JSON files, and files holding an impossible row
     (``row_problem``), are reported by name and skipped; a run id seen twice is counted once.
     """
     frames, seen = [], set()
     for file in sorted(Path(path).rglob("*.json")):
-        if any(part.startswith("_") for part in file.relative_to(path).parts):
-            continue  # checkpoints, cached eval sets
+        parts = file.relative_to(path).parts
+        if any(part.startswith("_") for part in parts) or any(WANDB_RUN_FOLDER.fullmatch(part) for part in parts[:-1]):
+            continue  # checkpoints, cached eval sets, W&B's files
         try:
             payload = read_run(file)
         except (OSError, ValueError) as err:

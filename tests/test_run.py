@@ -29,7 +29,7 @@ def test_execute_writes_one_long_format_file_and_skips_when_rerun(tmp_path):
     path = execute(spec, results_dir=tmp_path, progress=False)
     assert path.parent == tmp_path / "t" and path.name.startswith("alibi-uniform-copy-s0-")
     df = store.load(tmp_path / "t")
-    assert list(df.columns) == store.COLUMNS
+    assert list(df.columns) == [*store.COLUMNS, "spec"]  # each row also carries its run's stored spec (JSON)
     assert set(df.eval_len) == {16, 32} and set(df.len_ratio) == {1.0, 2.0}
     assert {"exact_match", "token_accuracy", "loss"} <= set(df.metric)
     assert (df.status == "ok").all() and (df.spec_hash == spec.run_id).all() and (df.task == "copy").all()
@@ -103,11 +103,11 @@ def _cli(*args, env=None):
 def test_cli_single_run_logs_offline_to_wandb(tmp_path):
     out = _cli(*[q for q in QUICK if q != "logger=none"], "logger=wandb", "position=alibi", "span=swa", "span.window=8",
                f"results_dir={tmp_path}", "sweep_name=cli", f"hydra.run.dir={tmp_path}/hydra",
-               env={"WANDB_DIR": str(tmp_path), "WANDB_SILENT": "true"})
+               env={"WANDB_SILENT": "true"})
     assert out.returncode == 0, out.stderr[-2000:]
     files = list((tmp_path / "cli").glob("*.json"))
     assert len(files) == 1 and files[0].name.startswith("alibi-uniform-copy")
-    offline = list((tmp_path / "wandb").glob("offline-run-*"))
+    offline = list((tmp_path / "cli" / "wandb").glob("offline-run-*"))  # beside the sweep's results
     assert len(offline) == 1 and list(offline[0].glob("*.wandb"))
 
 

@@ -70,6 +70,7 @@ def test_the_composed_config_carries_the_schema_defaults():
     assert cfg.eval.n_examples == schema.EvalConf.n_examples
     assert cfg.log_every == schema.PosBenchConf.log_every
     assert cfg.model.attention == "auto"
+    assert cfg.logger.dir is None and schema.LoggerConf.dir is None  # null: <results_dir>/<sweep_name>/wandb
     assert OmegaConf.to_container(cfg.eval.multiples) == [1.0, 1.25, 1.5, 2.0, 4.0, 8.0]
 
 
@@ -97,6 +98,7 @@ def test_hydra_rejects_a_wrong_type_or_an_unknown_key_while_composing(override, 
     ("train.betas=[0.9]", r"train.betas=\[0.9\]: must have 2 values"),
     ("train.precision=fp8", r"unknown train.precision 'fp8'; valid: fp32, bf16"),
     ("logger.mode=sometimes", r"unknown logger.mode 'sometimes'; valid: offline, online, disabled"),
+    ("logger.dir=/tmp/wb", r"logger.dir='/tmp/wb': its last folder must be named 'wandb'"),
     ("eval.multiples=[]", r"eval.multiples=\[\]: must have at least one value"),
 ])
 def test_every_range_is_checked_before_training(override, message):

@@ -1,10 +1,17 @@
 """W&B: runs grouped by sweep and tagged by setting, eval rows as a table, every run finished,
-and the report's leaderboard logged as a table."""
+files beside the sweep's results, a resumed run continuing its own W&B run, the resolved spec
+as config, and the report's leaderboard logged as a table into the runs' project."""
 import json
+import warnings
 
 import pytest
 
-from suite.run import execute
+import suite.run as run_mod
+from suite import store
+from suite.config import compose_config
+from suite.run import execute, run_id
+from suite.spec import SpecError
+from suite.tracking import MAX_ID, wandb_id
 from tests.conftest import make_spec
 
 QUICK = ["train.steps=4", "train.batch_size=4", "train.seq_len=16", "eval.n_examples=4", "eval.batch_size=4",
@@ -13,10 +20,12 @@ QUICK = ["train.steps=4", "train.batch_size=4", "train.seq_len=16", "eval.n_exam
 
 class FakeRun:
     def __init__(self, **kwargs):
-        self.kwargs, self.logged, self.summary, self.finished = kwargs, [], {}, 0
+        self.kwargs, self.logged, self.steps, self.summary, self.finished = kwargs, [], [], {}, 0
+        self.dir = kwargs.get("dir")
 
     def log(self, data, step=None):
         self.logged.append(data)
+        self.steps.append(step)
 
     def finish(self):
         self.finished += 1
@@ -48,13 +57,14 @@ def test_runs_are_grouped_by_sweep_tagged_by_setting_and_finished(tmp_path, monk
 def test_report_logs_leaderboard_and_mrr_tables_offline(tmp_path, monkeypatch):
     from suite.report.__main__ import main
 
-    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("WANDB_SILENT", "true")
     for pos in ("nope", "rope"):
         execute(make_spec(*QUICK, f"position={pos}", "sweep_name=rw", "logger=none"), results_dir=tmp_path / "res",
                 progress=False)
     assert main(["rw", "--results", str(tmp_path / "res"), "--out", str(tmp_path / "rep"), "--wandb", "offline"]) == 0
-    runs = list((tmp_path / "wandb").glob("offline-run-*"))
+    assert not (tmp_path / "wandb").exists()  # beside the sweep's results, not in the working directory
+    runs = list((tmp_path / "res" / "rw" / "wandb").glob("offline-run-*"))
     assert len(runs) == 1
     board = json.loads(next(runs[0].rglob("leaderboard_*.table.json")).read_text())
     assert board["columns"][:6] == ["scheme", "task", "eval_len", "mean", "std", "n"]
@@ -70,3 +80,119 @@ def test_report_rejects_an_unknown_wandb_mode(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["rw", "--wandb", "cloud"])
     assert "invalid choice: 'cloud'" in capsys.readouterr().err
+
+
+def _fake_wandb(monkeypatch) -> list:
+    import wandb
+
+    runs = []
+    monkeypatch.setattr(wandb, "init", lambda **kw: runs.append(FakeRun(**kw)) or runs[-1])
+    return runs
+
+
+def _offline_runs(folder):
+    return sorted(p.name for p in folder.glob("offline-run-*"))
+
+
+def test_run_files_go_beside_the_sweeps_results_not_in_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    spec = make_spec(*QUICK, "position=alibi", "sweep_name=wd")
+    execute(spec, results_dir=tmp_path / "res", progress=False, logger_cfg={"name": "wandb", "mode": "offline"})
+    assert not (tmp_path / "wandb").exists()
+    folders = _offline_runs(tmp_path / "res" / "wd" / "wandb")
+    assert len(folders) == 1 and folders[0].endswith(f"-{wandb_id('wd', run_id(spec))}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # W&B's own JSON files are not taken for results
+        df = store.load(tmp_path / "res" / "wd")
+    assert df.run_id.unique().tolist() == [run_id(spec)]
+
+
+def test_logger_dir_moves_the_files_and_a_dir_not_named_wandb_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    cfg = compose_config([*QUICK, "position=nope", "sweep_name=ld", f"logger.dir={tmp_path / 'scratch' / 'wandb'}"])
+    execute(make_spec(*QUICK, "position=nope", "sweep_name=ld"), results_dir=tmp_path / "res", progress=False,
+            logger_cfg=dict(cfg.logger))
+    assert len(_offline_runs(tmp_path / "scratch" / "wandb")) == 1
+    assert not (tmp_path / "res" / "ld" / "wandb").exists()
+    with pytest.raises(SpecError, match=r"logger.dir='/x/wb': its last folder must be named 'wandb'.*'/x/wb/wandb'"):
+        make_spec("logger.dir=/x/wb")
+
+
+def test_a_resumed_run_continues_its_own_wandb_run_from_the_checkpoint_step(tmp_path, monkeypatch):
+    runs = _fake_wandb(monkeypatch)
+    spec = make_spec(*QUICK, "train.steps=20", "position=rope", "sweep_name=rs")
+    real_train = run_mod.train
+
+    class Killed(Exception):
+        pass
+
+    def killed_at_step_13(*args, on_step, **kwargs):
+        def hook(step):
+            on_step(step)
+            if step == 13:
+                raise Killed
+        return real_train(*args, on_step=hook, **kwargs)
+
+    monkeypatch.setattr(run_mod, "train", killed_at_step_13)
+    with pytest.raises(Killed):
+        execute(spec, results_dir=tmp_path, progress=False, ckpt_every=5, log_every=5,
+                logger_cfg={"name": "wandb", "mode": "offline"})
+    monkeypatch.setattr(run_mod, "train", real_train)
+    path = execute(spec, results_dir=tmp_path, progress=False, ckpt_every=5, log_every=5,
+                   logger_cfg={"name": "wandb", "mode": "offline"})
+    resumed_from = store.read_run(path)["run"]["resumed_from"]
+    assert resumed_from == 10  # the last checkpoint before the kill
+    first, second = runs
+    expected = wandb_id("rs", run_id(spec))
+    for run in runs:
+        assert run.kwargs["id"] == expected and run.kwargs["resume"] == "allow"
+        assert run.kwargs["dir"] == str((tmp_path / "rs").resolve())
+        assert run.finished == 1
+    train_steps = [[s for s, d in zip(r.steps, r.logged) if "train/loss" in d] for r in runs]
+    assert train_steps[0] == [0, 5, 10]
+    assert train_steps[1] == [10, 15, 19]  # the history goes on from the checkpoint's step
+    assert train_steps[1][0] == resumed_from
+
+
+def test_wandb_ids_are_stable_distinct_per_sweep_and_valid():
+    rid = "rope+nope-rnope-core-s0-0123456789ab"
+    assert wandb_id("main", rid) == "main-rope_nope-rnope-core-s0-0123456789ab"
+    assert wandb_id("main", rid) == wandb_id("main", rid) and wandb_id("other", rid) != wandb_id("main", rid)
+    long = wandb_id("s" * 200, rid)
+    assert len(long) == MAX_ID and long != wandb_id("s" * 201, rid)
+
+
+def test_config_is_the_nested_resolved_spec_with_its_ids(tmp_path, monkeypatch):
+    runs = _fake_wandb(monkeypatch)
+    spec = make_spec("train.steps=2", "train.batch_size=4", "train.seq_len=64", "eval.n_examples=2", "eval.batch_size=2",
+                     "eval.multiples=[1]", "model.n_layers=2", "model.d_model=32", "position=alibi", "taskset=core",
+                     "+taskset.params.mqar.n_queries=3", "sweep_name=cf")
+    execute(spec, results_dir=tmp_path, progress=False, logger_cfg={"name": "wandb", "mode": "offline"})
+    config = runs[0].kwargs["config"]
+    stored = store.read_run(store.result_path(tmp_path, "cf", run_id(spec)))["run"]
+    assert config["run_id"] == run_id(spec) and config["spec_hash"] == spec.run_id == stored["spec_hash"]
+    assert config["code_digest"] == spec.code and config["config_hash"] == spec.config_hash
+    assert config["sweep"] == "cf" and "code" not in config
+    assert set(config["tasks"]) == {"copy", "mqar", "niah_single", "vt"}
+    assert config["tasks"]["mqar"] == {"max_pairs": 178, "n_queries": 3}  # a mapping, not a list of pairs
+    assert config["tasks"]["copy"] == {"alphabet": None, "distinct": True, "eos": False}
+    assert config["model"]["layers"][0]["position"] == "alibi" and config["model"]["layers"][0]["position_cfg"]
+    assert config["train"]["steps"] == 2 and config["eval"]["multiples"] == [1.0]
+    json.dumps(config)  # plain data all the way down
+
+
+def test_report_uses_the_logger_project_and_entity(tmp_path, monkeypatch):
+    from suite.report.__main__ import main
+
+    execute(make_spec(*QUICK, "position=nope", "sweep_name=rp", "logger=none"), results_dir=tmp_path / "res",
+            progress=False)
+    runs = _fake_wandb(monkeypatch)
+    common = ["rp", "--results", str(tmp_path / "res"), "--out", str(tmp_path / "rep"), "--wandb", "offline"]
+    assert main(common) == 0
+    assert main([*common, "--project", "pe-study", "--entity", "lab"]) == 0
+    logger = compose_config([]).logger
+    assert (runs[0].kwargs["project"], runs[0].kwargs["entity"]) == (logger.project, logger.entity) == ("posbench", None)
+    assert (runs[1].kwargs["project"], runs[1].kwargs["entity"]) == ("pe-study", "lab")
+    assert all(r.kwargs["dir"] == str((tmp_path / "res" / "rp").resolve()) for r in runs)
+    assert all(r.kwargs["group"] == "rp" and r.kwargs["job_type"] == "report" for r in runs)

@@ -1,5 +1,5 @@
 """``python -m suite.report <sweep> [--results results] [--out reports] [--tie min|average]
-[--metric METRIC] [--threshold X] [--wandb offline|online]``."""
+[--metric METRIC] [--threshold X] [--wandb offline|online [--project P] [--entity E]]``."""
 from __future__ import annotations
 
 import argparse
@@ -23,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threshold", type=float, default=render.THRESHOLD, help="effective-length threshold")
     p.add_argument("--wandb", choices=["offline", "online"], default=None,
                    help="also log the leaderboard and MRR to W&B as tables (offline: sync later)")
+    p.add_argument("--project", default=None, help="W&B project for --wandb (default: the config's logger.project)")
+    p.add_argument("--entity", default=None, help="W&B entity for --wandb (default: the config's logger.entity)")
     args = p.parse_args(argv)
     folder = Path(args.results) / args.sweep
     with warnings.catch_warnings(record=True) as caught:
@@ -43,7 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.wandb:
         from suite.report.to_wandb import log_report
 
-        print(f"W&B ({args.wandb}): {log_report(r['board'], r['mrr'], args.sweep, mode=args.wandb)}")
+        where = log_report(r["board"], r["mrr"], args.sweep, mode=args.wandb, project=args.project, entity=args.entity,
+                           results_dir=args.results)
+        print(f"W&B ({args.wandb}): {where}")
     print(f"report: {out}/index.md, {out}/index.html")
     return 0
 

@@ -4,19 +4,42 @@ One W&B run per report (``job_type="report"``, grouped with the sweep's runs), h
 leaderboard and the MRR ranking as ``wandb.Table``s and each scheme's MRR (out-of-distribution
 cells and all cells) in the summary.
 Offline by default, like the runs; ``wandb sync`` uploads it later.
+
+Where it goes follows the runs: the project, entity and folder are the composed config's
+``logger.project``, ``logger.entity`` and ``logger.dir`` (suite/schema.py, conf/logger/wandb.yaml),
+so with no flags the report lands beside runs launched with no logger overrides, its files in
+``<results>/<sweep>/wandb``. ``python -m suite.report --project/--entity`` match runs launched
+with ``logger.project=`` or ``logger.entity=``.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
+
+from suite.config import compose_config
+from suite.tracking import wandb_dir
+
+
+def logger_settings(results_dir, sweep: str, project: str | None = None, entity: str | None = None) -> dict:
+    """``{"project", "entity", "dir"}`` for the report's W&B run: the composed ``logger`` config's
+    values, ``project`` and ``entity`` overriding them when given; ``dir`` by ``wandb_dir``'s rule."""
+    logger = compose_config(["logger=wandb"]).logger
+    return {"project": project if project is not None else logger.project,
+            "entity": entity if entity is not None else logger.entity,
+            "dir": wandb_dir({"dir": logger.dir}, results_dir, sweep)}
 
 
 def log_report(leaderboard: pd.DataFrame, mrr: pd.DataFrame, sweep: str, *, mode: str = "offline",
-               project: str = "posbench", entity: str | None = None, directory: str | None = None) -> str:
+               project: str | None = None, entity: str | None = None, results_dir="results") -> str:
     """Returns the W&B run's local directory."""
     import wandb
 
-    run = wandb.init(project=project, entity=entity, mode=mode, group=sweep, job_type="report",
-                     name=f"report-{sweep}", tags=["report"], dir=directory, reinit="finish_previous",
+    where = logger_settings(results_dir, sweep, project, entity)
+    folder = Path(where["dir"])
+    folder.mkdir(parents=True, exist_ok=True)
+    run = wandb.init(project=where["project"], entity=where["entity"], mode=mode, group=sweep, job_type="report",
+                     name=f"report-{sweep}", tags=["report"], dir=str(folder.resolve().parent), reinit="finish_previous",
                      settings=wandb.Settings(silent=True, console="off"))
     try:
         run.log({"leaderboard": wandb.Table(dataframe=leaderboard.reset_index(drop=True)),
