@@ -17,7 +17,7 @@ from suite import store
 from suite.config import compose_config
 from suite.diagnostics import SITES, diagnostic_rows
 from suite.model import PosBenchLM
-from suite.run import diagnostic_examples, run_id
+from suite.identity import diagnostic_examples, run_id
 from suite.spec import SpecError, build
 
 

@@ -9,12 +9,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import subprocess
 import sys
 import time
 import warnings
 from datetime import datetime, timezone
-from functools import lru_cache
 from pathlib import Path
 
 import hydra
@@ -25,7 +23,6 @@ from suite import distributed
 from suite import spec as spec_mod
 from suite import store
 from suite.diagnostics import diagnostic_rows
-from suite.evalcache import eval_set
 from suite.evaluate import evaluate
 from suite.progress import StepLog, finished_line
 from suite.model import PosBenchLM
@@ -33,45 +30,11 @@ from suite.resources import ResourceError, check_device, check_memory, check_res
 from suite.spec import RunSpec
 from suite.tracking import Tracker, wandb_config, wandb_dir, wandb_id
 from suite.checkpoint import load_trained, save_trained
+from suite.config import CONF_DIR
+from suite.identity import diagnostic_examples, run_columns, run_id
 from suite.train import TrainResult, train
 
 log = logging.getLogger("posbench")
-from suite.config import CONF_DIR  # noqa: E402
-
-
-@lru_cache(maxsize=1)
-def git_sha() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
-                             cwd=CONF_DIR.parent, timeout=10)
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def _joined(values) -> str:
-    """Distinct values in order of first appearance, joined by '+': 'rope+nope'."""
-    return "+".join(dict.fromkeys(str(v) for v in values))
-
-
-def run_columns(spec: RunSpec) -> dict:
-    """The per-run columns of every result row."""
-    m = spec.model
-    sizes = [layer.span_size for layer in m.layers if layer.span_size]
-    return {
-        "run_id": run_id(spec), "sweep": spec.sweep, "spec_hash": spec.run_id, "config_hash": spec.config_hash,
-        "code_digest": spec.code, "git_sha": git_sha(),
-        "seed": spec.seed, "model": m.name, "n_layers": m.n_layers, "d_model": m.d_model, "n_heads": m.n_heads,
-        "pattern": m.pattern, "positions": _joined(layer.position for layer in m.layers),
-        "spans": _joined(layer.span for layer in m.layers), "window": min(sizes) if sizes else None,
-        "train_len": spec.train.seq_len, "steps": spec.train.steps,
-    }
-
-
-def run_id(spec: RunSpec) -> str:
-    """Readable and unique: '<positions>-<pattern>-<task or task set>-s<seed>-<spec hash>'."""
-    positions = _joined(layer.position for layer in spec.model.layers)
-    return f"{positions}-{spec.model.pattern}-{spec.taskset}-s{spec.seed}-{spec.run_id}"
 
 
 def execute(spec: RunSpec, *, results_dir="results", logger_cfg: dict | None = None, ckpt_every: int = 0,
@@ -113,16 +76,6 @@ def _execute_distributed(spec, rid, out, results_dir, logger_cfg, ckpt_every, lo
             log.info("skip %s: stored or being trained by another process", rid)
             return out if out.exists() else None
         return _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, threads, progress)
-
-
-def diagnostic_examples(spec: RunSpec, tasks, results_dir) -> tuple[str, list]:
-    """(task name, examples) the diagnostics read: up to 32 eval examples at the training length,
-    from niah_single when the run has it (its needle gives the attention-mass segments)."""
-    names = [t.name for t, _ in tasks]
-    task_spec, task = tasks[names.index("niah_single")] if "niah_single" in names else tasks[0]
-    examples, _ = eval_set(task_spec.name, dict(task_spec.params), task, spec.train.seq_len, spec.eval.seed,
-                           spec.eval.n_examples, Path(results_dir) / "_evalsets")
-    return task_spec.name, examples[:32]
 
 
 def usable_threads(threads: int) -> int:

@@ -70,10 +70,6 @@ def run_lock(results_dir, sweep: str, run_id: str):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def is_done(results_dir, sweep, run_id) -> bool:
-    return result_path(results_dir, sweep, run_id).exists()
-
-
 def _jsonable(obj):
     """numpy scalars and arrays to plain Python for JSON."""
     if hasattr(obj, "tolist"):

@@ -159,8 +159,25 @@ def test_rank_task_reports_reciprocal_rank_from_candidate_logliks(tmp_path):
     path = execute(make_spec(*QUICK, "task=rank", "position=alibi"), results_dir=tmp_path, progress=False)
     rows = [r for r in store.read_run(path)["rows"] if r["metric"] == "reciprocal_rank" and r["slice"] == "all"]
     assert len(rows) == 2
-    # four candidates, ties count against the gold: every reciprocal rank is 1, 1/2, 1/3 or 1/4
-    assert all(0.25 <= r["value"] <= 1.0 for r in rows)
+    # recomputed by hand from the stored weights: each candidate's log-probability at the answer
+    # position, the gold's rank counting ties against it, 1 / rank averaged over the examples
+    from suite.evalsets import generate
+
+    spec = make_spec(*QUICK, "task=rank", "position=alibi")
+    model = PosBenchLM(spec.model)
+    model.load_state_dict(torch.load(store.work_dir(tmp_path, spec.sweep, path.stem) / "model.pt", weights_only=True))
+    model.eval()
+    for row in rows:
+        examples = generate(spec.tasks[0].build(), row["eval_len"], spec.eval.seed, spec.eval.n_examples)
+        rr = []
+        for ex in examples:
+            with torch.no_grad():
+                logprobs = torch.log_softmax(model(torch.tensor([ex.tokens]))[0].float(), dim=-1)
+            start = ex.answer_spans[0][0]
+            ll = [logprobs[start - 1, c[0]].item() for c in ex.meta["candidates"]]
+            gold = ex.meta["gold"]
+            rr.append(1 / (1 + sum(v >= ll[gold] for i, v in enumerate(ll) if i != gold)))
+        assert row["value"] == pytest.approx(sum(rr) / len(rr), abs=1e-9)
 
 
 def test_learned_positions_past_the_training_length_are_scored_with_their_initial_rows(tmp_path):
