@@ -37,20 +37,15 @@ def test_alibi_bias_is_minus_slope_times_distance():
 
 # ---------------------------------------------------------------- T5 (Raffel et al. 2020)
 
-def _t5_formula(rel: int, num_buckets: int, max_distance: int) -> int:
-    n = max(0, -rel)
-    max_exact = num_buckets // 2
-    if n < max_exact:
-        return n
-    large = max_exact + int(math.log(n / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact))
-    return min(large, num_buckets - 1)
-
-
 @pytest.mark.parametrize("num_buckets,max_distance", [(32, 128), (16, 64), (8, 20)])
-def test_t5_buckets_follow_the_t5_formula(num_buckets, max_distance):
+def test_t5_buckets_equal_hugging_faces_unidirectional_buckets(num_buckets, max_distance):
+    """An independent implementation as the reference: Hugging Face's ``T5Attention`` (installed
+    with the ``hf`` extra) buckets key - query distances for a decoder with bidirectional=False."""
+    t5 = pytest.importorskip("transformers.models.t5.modeling_t5", reason="the hf extra holds the reference")
     rel = torch.arange(-500, 5)
-    got = t5_bucket(rel, num_buckets, max_distance).tolist()
-    assert got == [_t5_formula(r, num_buckets, max_distance) for r in rel.tolist()]
+    want = t5.T5Attention._relative_position_bucket(rel, bidirectional=False, num_buckets=num_buckets,
+                                                     max_distance=max_distance)
+    assert t5_bucket(rel, num_buckets, max_distance).tolist() == want.tolist()
 
 
 def test_t5_buckets_known_values():
