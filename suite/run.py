@@ -6,13 +6,11 @@ from its last checkpoint.
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import sys
 import time
 import warnings
-from datetime import datetime, timezone
 from pathlib import Path
 
 import hydra
@@ -22,17 +20,11 @@ from omegaconf import DictConfig, OmegaConf
 from suite import distributed
 from suite import spec as spec_mod
 from suite import store
-from suite.diagnostics import diagnostic_rows
-from suite.evaluate import evaluate
-from suite.progress import StepLog, finished_line
-from suite.model import PosBenchLM
 from suite.resources import ResourceError, check_device, check_memory, check_results_dir
 from suite.spec import RunSpec
-from suite.tracking import Tracker, wandb_config, wandb_dir, wandb_id
-from suite.checkpoint import load_trained, save_trained
 from suite.config import CONF_DIR
-from suite.identity import diagnostic_examples, run_columns, run_id
-from suite.train import TrainResult, train
+from suite.identity import run_id
+from suite.lifecycle import RunLifecycle
 
 log = logging.getLogger("posbench")
 
@@ -88,85 +80,24 @@ def usable_threads(threads: int) -> int:
     return threads
 
 
-def _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, threads, progress) -> Path:
+def _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, threads, progress) -> Path | None:
+    """Set up, train (or restore), save, evaluate, store: the run's life under its lock."""
     device = check_device(spec)
     threads = usable_threads(threads)
     if threads > 0:
         torch.set_num_threads(threads)
-    columns = run_columns(spec)
-    main_rank = distributed.is_main()
-    timing: dict[str, float] = {}  # where the run's wall time goes, stored with the run
-    mark = time.perf_counter()
-    logger_cfg = (logger_cfg if main_rank else None) or {"name": "none"}
-    tracker = Tracker(logger_cfg, name=rid, group=spec.sweep, config=wandb_config(spec, columns),
-                      tags=[columns["positions"], columns["spans"], spec.model.pattern, spec.taskset],
-                      run_id=wandb_id(spec.sweep, rid), directory=wandb_dir(logger_cfg, results_dir, spec.sweep))
-    timing["log_s"] = time.perf_counter() - mark
+    run = RunLifecycle(spec, rid, results_dir, logger_cfg, device)
     try:
-        t0 = time.perf_counter()
-        torch.manual_seed(spec.seed)
-        model = PosBenchLM(spec.model)
-        tasks = [(t, t.build()) for t in spec.tasks]
-        work = store.work_dir(results_dir, spec.sweep, rid)
-        work.mkdir(parents=True, exist_ok=True)
-        probe = diagnostic_examples(spec, tasks, results_dir) if spec.eval.diagnostics and main_rank else None
-        diag_rows = diagnostic_rows(model, probe[1], "init") if probe else []
-        timing["setup_s"] = time.perf_counter() - t0
-
-        def during_training(step: int) -> None:
-            every = spec.eval.diagnostics_every
-            if probe and every and step % every == 0 and step < spec.train.steps:
-                diag_rows.extend(diagnostic_rows(model, probe[1], f"step{step}"))
-                model.train()
-
-        finished = None if distributed.active() else load_trained(work, model)
-        if finished is not None:  # training ended before evaluation, caching or storing failed
-            result, diag_rows = TrainResult(**finished["result"]), finished["diag_rows"]
-            log.info("%s: training finished earlier (%s); evaluating the stored model", rid, work / "model.pt")
-        else:
-            # off a terminal (no tqdm bar) the main process writes a plain progress line per logged step
-            log_step = tracker.log if progress or not main_rank else StepLog(rid, spec.train.steps, log.info, tracker.log)
-            result = train(model, spec, [task for _, task in tasks], ckpt_path=work / "ckpt.pt", ckpt_every=ckpt_every,
-                           log=log_step, log_every=log_every, progress=progress, on_step=during_training)
-        timing["batches_s"], timing["train_s"] = result.batch_s, result.wall_s - result.batch_s
-        if not main_rank:  # rank 0 evaluates and writes; the others only helped train
+        run.setup()
+        result, trained_now = run.train_or_restore(ckpt_every, log_every, progress)
+        if not run.main_rank:  # rank 0 evaluates and writes; the others only helped train
             return None
-        mark = time.perf_counter()
-        if finished is None:
-            save_trained(work, model, {"result": dataclasses.asdict(result), "diag_rows": diag_rows})
-        timing["store_s"] = time.perf_counter() - mark
-        mark = time.perf_counter()
-        if result.status == "ok":
-            rows = evaluate(model, spec, tasks, device, cache_dir=Path(results_dir) / "_evalsets", timing=timing)
-            if probe:
-                diag_rows += diagnostic_rows(model, probe[1], "trained")
-                rows += [{**r, "task": probe[0], "eval_len": spec.train.seq_len, "len_ratio": 1.0,
-                          "n": len(probe[1]), "status": "ok"} for r in diag_rows]
-                tracker.log({f"diag/{r['metric']}/{r['slice']}": r["value"] for r in diag_rows
-                             if r["metric"] in ("recency_gap", "logit_gap")})
-        else:
-            # the cell stays on the leaderboard, marked diverged, with the step it happened at
-            rows = [{"task": t.name, "eval_len": spec.train.seq_len, "len_ratio": 1.0, "slice": "all",
-                     "metric": metric, "value": value, "n": 0, "status": result.status}
-                    for t, task in tasks
-                    for metric, value in [*((m, float("nan")) for m in dict.fromkeys((task.primary_metric, "exact_match"))),
-                                          ("diverged_at_step", result.steps_done)]]
-        timing["eval_s"] = time.perf_counter() - mark - timing.get("eval_sets_s", 0.0)
-        wall = time.perf_counter() - t0
-        stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        rows = [{**row, "wall_s": round(wall, 2), "timestamp": stamp} for row in rows]
-        meta = {**columns, "timing": {k: round(v, 3) for k, v in timing.items()}, "wall_s": round(wall, 2), "timestamp": stamp, "train_status": result.status,
-                "resumed_from": result.resumed_from, "final_loss": result.final_loss,
-                "processes": distributed.world_size() if distributed.active() else 1, "spec": spec.to_dict()}
-        path = store.write_run(results_dir, spec.sweep, rid, meta, rows)  # the result first, then what is optional
-        (work / "ckpt.pt").unlink(missing_ok=True)
-        tracker.log_rows(rows)
-        tracker.finish()
-        status = result.status if result.status == "ok" else f"{result.status} at step {result.steps_done}"
-        log.info("%s -> %s", finished_line(rid, status, meta["wall_s"], rows, tasks, spec.train.seq_len), path)
-        return path
+        if trained_now:
+            run.save(result)
+        rows = run.evaluate() if result.status == "ok" else run.diverged_rows(result)
+        return run.store(result, rows)
     finally:
-        tracker.finish()
+        run.tracker.finish()
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")

@@ -165,7 +165,7 @@ def test_a_bad_job_anywhere_in_a_sweep_stops_it_before_any_training(tmp_path):
 
 
 def test_a_failure_after_training_keeps_the_trained_model_and_the_rerun_does_not_retrain(tmp_path, monkeypatch):
-    import suite.run as run_mod
+    import suite.lifecycle as run_mod
 
     spec = make_spec(*SMALL, "train.steps=30", "sweep_name=ev")
     reference = _values(execute(spec, results_dir=tmp_path / "whole", progress=False))

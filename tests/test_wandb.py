@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 
-import suite.run as run_mod
+import suite.lifecycle as run_mod
 from suite import store
 from suite.config import compose_config
 from suite.run import execute, run_id

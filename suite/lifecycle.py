@@ -1,0 +1,122 @@
+"""One run's life once it holds its lock: set up, train (or restore a finished training), save the
+trained model, evaluate, store. Each step is a method that reads top to bottom; ``suite.run``
+calls them in order and W&B is closed whatever happens."""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+from suite import distributed, store
+from suite.checkpoint import load_trained, save_trained
+from suite.diagnostics import diagnostic_rows
+from suite.evaluate import evaluate
+from suite.identity import diagnostic_examples, run_columns
+from suite.model import PosBenchLM
+from suite.progress import StepLog, finished_line
+from suite.spec import RunSpec
+from suite.tracking import Tracker, wandb_config, wandb_dir, wandb_id
+from suite.train import TrainResult, train
+
+log = logging.getLogger("posbench")
+
+
+class RunLifecycle:
+    """The state one run carries from setup to its result file; ``timing`` records where its wall
+    time goes and is stored with it."""
+
+    def __init__(self, spec: RunSpec, rid: str, results_dir, logger_cfg: Optional[dict], device: torch.device):
+        self.spec, self.rid, self.results_dir, self.device = spec, rid, results_dir, device
+        self.columns = run_columns(spec)
+        self.main_rank = distributed.is_main()
+        self.timing: dict[str, float] = {}
+        mark = time.perf_counter()
+        cfg = (logger_cfg if self.main_rank else None) or {"name": "none"}
+        self.tracker = Tracker(cfg, name=rid, group=spec.sweep, config=wandb_config(spec, self.columns),
+                               tags=[self.columns["positions"], self.columns["spans"], spec.model.pattern, spec.taskset],
+                               run_id=wandb_id(spec.sweep, rid), directory=wandb_dir(cfg, results_dir, spec.sweep))
+        self.timing["log_s"] = time.perf_counter() - mark
+
+    def setup(self) -> None:
+        """Seed, model, tasks, the run's work folder, and the diagnostics at initialization."""
+        self.t0 = time.perf_counter()
+        torch.manual_seed(self.spec.seed)
+        self.model = PosBenchLM(self.spec.model)
+        self.tasks = [(t, t.build()) for t in self.spec.tasks]
+        self.work = store.work_dir(self.results_dir, self.spec.sweep, self.rid)
+        self.work.mkdir(parents=True, exist_ok=True)
+        wanted = self.spec.eval.diagnostics and self.main_rank
+        self.probe = diagnostic_examples(self.spec, self.tasks, self.results_dir) if wanted else None
+        self.diag_rows = diagnostic_rows(self.model, self.probe[1], "init") if self.probe else []
+        self.timing["setup_s"] = time.perf_counter() - self.t0
+
+    def _during_training(self, step: int) -> None:
+        every = self.spec.eval.diagnostics_every
+        if self.probe and every and step % every == 0 and step < self.spec.train.steps:
+            self.diag_rows.extend(diagnostic_rows(self.model, self.probe[1], f"step{step}"))
+            self.model.train()
+
+    def train_or_restore(self, ckpt_every: int, log_every: int, progress: bool) -> tuple[TrainResult, bool]:
+        """(training result, whether it was trained now): a training that finished before a failed
+        evaluation or store is restored from ``model.pt`` instead of run again."""
+        finished = None if distributed.active() else load_trained(self.work, self.model)
+        if finished is not None:
+            result, self.diag_rows = TrainResult(**finished["result"]), finished["diag_rows"]
+            log.info("%s: training finished earlier (%s); evaluating the stored model", self.rid, self.work / "model.pt")
+        else:
+            # off a terminal (no tqdm bar) the main process writes a plain progress line per logged step
+            plain = not progress and self.main_rank
+            log_step = StepLog(self.rid, self.spec.train.steps, log.info, self.tracker.log) if plain else self.tracker.log
+            result = train(self.model, self.spec, [task for _, task in self.tasks], ckpt_path=self.work / "ckpt.pt",
+                           ckpt_every=ckpt_every, log=log_step, log_every=log_every, progress=progress,
+                           on_step=self._during_training)
+        self.timing["batches_s"], self.timing["train_s"] = result.batch_s, result.wall_s - result.batch_s
+        return result, finished is None
+
+    def save(self, result: TrainResult) -> None:
+        """The finished training, atomically, before anything can fail in evaluation."""
+        mark = time.perf_counter()
+        save_trained(self.work, self.model, {"result": dataclasses.asdict(result), "diag_rows": self.diag_rows})
+        self.timing["store_s"] = time.perf_counter() - mark
+
+    def evaluate(self) -> list[dict]:
+        """Every task at every eval length, plus the trained diagnostics when the run has a probe."""
+        rows = evaluate(self.model, self.spec, self.tasks, self.device, cache_dir=Path(self.results_dir) / "_evalsets",
+                        timing=self.timing)
+        if self.probe:
+            self.diag_rows += diagnostic_rows(self.model, self.probe[1], "trained")
+            rows += [{**r, "task": self.probe[0], "eval_len": self.spec.train.seq_len, "len_ratio": 1.0,
+                      "n": len(self.probe[1]), "status": "ok"} for r in self.diag_rows]
+            self.tracker.log({f"diag/{r['metric']}/{r['slice']}": r["value"] for r in self.diag_rows
+                              if r["metric"] in ("recency_gap", "logit_gap")})
+        return rows
+
+    def diverged_rows(self, result: TrainResult) -> list[dict]:
+        """A diverged run stays on the leaderboard, marked, with the step it diverged at."""
+        return [{"task": t.name, "eval_len": self.spec.train.seq_len, "len_ratio": 1.0, "slice": "all",
+                 "metric": metric, "value": value, "n": 0, "status": result.status}
+                for t, task in self.tasks
+                for metric, value in [*((m, float("nan")) for m in dict.fromkeys((task.primary_metric, "exact_match"))),
+                                      ("diverged_at_step", result.steps_done)]]
+
+    def store(self, result: TrainResult, rows: list[dict]) -> Path:
+        """The result file first, then what is optional (W&B rows); one line says how it ended."""
+        wall = time.perf_counter() - self.t0
+        stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        rows = [{**row, "wall_s": round(wall, 2), "timestamp": stamp} for row in rows]
+        meta = {**self.columns, "timing": {k: round(v, 3) for k, v in self.timing.items()}, "wall_s": round(wall, 2),
+                "timestamp": stamp, "train_status": result.status, "resumed_from": result.resumed_from,
+                "final_loss": result.final_loss, "processes": distributed.world_size() if distributed.active() else 1,
+                "spec": self.spec.to_dict()}
+        path = store.write_run(self.results_dir, self.spec.sweep, self.rid, meta, rows)
+        (self.work / "ckpt.pt").unlink(missing_ok=True)
+        self.tracker.log_rows(rows)
+        self.tracker.finish()
+        status = result.status if result.status == "ok" else f"{result.status} at step {result.steps_done}"
+        log.info("%s -> %s", finished_line(self.rid, status, meta["wall_s"], rows, self.tasks, self.spec.train.seq_len), path)
+        return path
