@@ -27,12 +27,14 @@ def _launcher(name):
         return compose("config", overrides=[f"launcher={name}"], return_hydra_config=True).hydra.launcher
 
 
-def test_launcher_configs_pick_hydra_plugins():
-    assert _launcher("local")._target_.endswith("JoblibLauncher") and _launcher("local").n_jobs == 2
-    slurm = _launcher("slurm")
-    assert slurm._target_.endswith("SlurmLauncher")
-    assert slurm.gpus_per_node == 1 and slurm.timeout_min > 0 and slurm.mem_gb > 0 and "partition" in slurm
-    assert _launcher("submitit_local")._target_.endswith("LocalLauncher")
+@pytest.mark.parametrize("name", ["local", "slurm", "submitit_local"])
+def test_every_launcher_config_names_an_installed_hydra_launcher(name):
+    """The target resolves to a Launcher class that is installed (joblib and submitit plugins),
+    so a typo or a missing plugin fails here, not on a cluster."""
+    from hydra.plugins.launcher import Launcher
+    from hydra.utils import get_class
+
+    assert issubclass(get_class(_launcher(name)._target_), Launcher)
 
 
 def test_submitit_local_multirun_stores_both_runs(tmp_path):

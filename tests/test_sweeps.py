@@ -22,20 +22,25 @@ def _sweep_cfg(name):
         return compose("config", overrides=[f"+sweep={name}"], return_hydra_config=True)
 
 
+def _built_jobs(name):
+    """(job overrides, run spec) for every job the sweep launches."""
+    from suite.validate import sweep_jobs
+
+    cfg = _sweep_cfg(name)
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return [(job, build(compose("config", overrides=job))) for job in sweep_jobs(cfg)]
+
+
 @pytest.mark.parametrize("name", SWEEPS)
-def test_every_sweep_is_a_multirun_whose_jobs_build(name):
+def test_every_sweep_is_a_multirun_of_configurations_each_with_several_seeds(name):
     cfg = _sweep_cfg(name)
     assert str(cfg.hydra.mode) == "RunMode.MULTIRUN" and cfg.sweep_name == name
-    params = OmegaConf.to_container(cfg.hydra.sweeper.params)
-    archs = params["+arch"].split(",")
-    tasks = params["task"].split(",") if "task" in params else [None]
-    for arch in archs:  # every job of the sweep builds a valid spec
-        for task in tasks:
-            with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-                job = compose("config", overrides=[f"+sweep={name}", f"+arch={arch}"] + ([f"task={task}"] if task else []))
-            spec = build(job)
-            assert spec.taskset == (task or "core")
-    assert len(params["seed"].split(",")) >= 2
+    specs = list({spec.run_id: spec for _, spec in _built_jobs(name)}.values())  # a repeated job trains once
+    seeds = {}
+    for s in specs:
+        seeds.setdefault(s.config_hash, set()).add(s.seed)
+    assert len(seeds) >= 2 and all(len(v) >= 2 for v in seeds.values())  # every cell has seeds to average
+    assert len({len(v) for v in seeds.values()}) == 1  # and the same number of them
 
 
 def test_the_published_sweeps_have_three_seeds_and_the_kazemnejad_protocol():
@@ -56,11 +61,18 @@ def test_kz_sweep_configures_rope_and_the_position_table_as_the_study_did():
     assert dict(rope.tasks[0].params)["eos"] is True and dict(rope.tasks[0].params)["distinct"] is False
 
 
-def test_default_sweep_compares_the_classic_schemes_one_model_per_task():
-    params = OmegaConf.to_container(_sweep_cfg("default").hydra.sweeper.params)
-    assert params["+arch"].split(",") == ["nope", "sinusoidal", "learned", "rope", "alibi", "t5"]
-    assert params["task"].split(",") == ["copy", "vt"]
-    assert _sweep_cfg("default").hydra.launcher.n_jobs == 2
+def test_default_sweep_compares_the_classic_schemes_one_model_per_task_all_else_equal():
+    """Within a task, configurations differ only in the position scheme: every layer of every
+    model has full attention, and the recipe, model size and evaluation grid are shared."""
+    specs = [spec for _, spec in _built_jobs("default")]
+    assert {layer.position for s in specs for layer in s.model.layers} == {"nope", "sinusoidal", "learned", "rope", "alibi", "t5"}
+    assert {layer.span for s in specs for layer in s.model.layers} == {"full"}
+    assert all(len(s.tasks) == 1 for s in specs) and {s.taskset for s in specs} == {"copy", "vt"}
+    for task in ("copy", "vt"):
+        group = [s for s in specs if s.taskset == task]
+        assert len({(s.train, s.eval, s.model.d_model, s.model.n_layers, s.tasks) for s in group}) == 1
+        assert len({s.model.layers[0].position for s in group}) == 6
+    assert _sweep_cfg("default").hydra.launcher.n_jobs * _sweep_cfg("default").threads <= 2  # fits the 2-core default machine
 
 
 def test_gpu_sweep_uses_the_gpu_recipe_and_base_model():
