@@ -25,6 +25,7 @@ from suite.config import CONF_DIR
 from suite.position import SCHEMES, PositionConfig
 from suite.registry import build_config, lookup
 from suite.span import SPANS, SpanConfig
+from suite.tracking import dir_problem
 from tasks import TASKS, build_task
 from tasks.base import VOCAB_SIZE
 
@@ -210,6 +211,23 @@ def model_spec_from_dict(d: dict) -> ModelSpec:
     return ModelSpec(**{**d, "layers": layers})
 
 
+def _fields_from_dict(cls: type, d: dict, key: str) -> dict:
+    valid = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(d) - valid)
+    if unknown:
+        raise ValueError(f"unknown {key} spec key(s) {unknown}; valid: {sorted(valid)}")
+    return {k: _frozen(v) for k, v in d.items()}
+
+
+def run_spec_from_dict(d: dict) -> RunSpec:
+    """The ``RunSpec`` stored as ``RunSpec.to_dict()`` (a result file's ``run.spec``); its
+    ``run_id`` is the stored run's. Unknown keys fail naming the valid ones."""
+    top = _fields_from_dict(RunSpec, {k: v for k, v in d.items() if k not in ("model", "train", "tasks", "eval")}, "run")
+    tasks = tuple(TaskSpec(t["name"], tuple((k, _frozen(v)) for k, v in t["params"])) for t in d["tasks"])
+    return RunSpec(model=model_spec_from_dict(d["model"]), train=TrainSpec(**_fields_from_dict(TrainSpec, d["train"], "train")),
+                   tasks=tasks, eval=EvalSpec(**_fields_from_dict(EvalSpec, d["eval"], "eval")), **top)
+
+
 def resolve_layers(position: dict, span: dict, pattern: dict, n_layers: int) -> tuple[LayerSpec, ...]:
     """Tile the pattern's layer kinds over the depth.
 
@@ -265,6 +283,20 @@ def _task_spec(name: str, params: dict, prefix: str = "task") -> TaskSpec:
     return TaskSpec(name, tuple(sorted(params.items())))
 
 
+def task_spec(name: str, overrides: Optional[dict] = None, prefix: Optional[str] = None) -> TaskSpec:
+    """Task ``name`` with the options of ``conf/task/<name>.yaml`` (none when it has no YAML)
+    updated by ``overrides``, typed and checked; errors name ``prefix`` (default ``task.<name>``)."""
+    lookup("task", name, TASKS)
+    prefix = prefix or f"task.{name}"
+    path = CONF_DIR / "task" / f"{name}.yaml"
+    params = _plain(OmegaConf.load(path)) if path.exists() else {}
+    params.pop("name", None)
+    given = overrides or {}
+    _require(isinstance(given, dict), f"{prefix}={given!r}: must map option names to values")
+    params.update(given)
+    return _task_spec(name, params, prefix)
+
+
 def resolve_tasks(cfg: DictConfig) -> tuple[tuple[TaskSpec, ...], str]:
     """The run's tasks: the ``taskset`` group when chosen (each task with its YAML defaults
     under conf/task/ and ``taskset.params.<task>`` overrides), else the single ``task``."""
@@ -279,17 +311,7 @@ def resolve_tasks(cfg: DictConfig) -> tuple[tuple[TaskSpec, ...], str]:
     overrides = _plain(taskset.get("params") or {})
     unknown = sorted(set(overrides) - set(names))
     _require(not unknown, f"taskset.params names task(s) {unknown} that are not in the set {names}")
-    specs = []
-    for name in names:
-        lookup("task", name, TASKS)
-        path = CONF_DIR / "task" / f"{name}.yaml"
-        params = _plain(OmegaConf.load(path)) if path.exists() else {"name": name}
-        params.pop("name", None)
-        given = overrides.get(name) or {}
-        _require(isinstance(given, dict), f"taskset.params.{name}={given!r}: must map option names to values")
-        params.update(given)
-        specs.append(_task_spec(name, params, f"taskset.params.{name}"))
-    return tuple(specs), str(taskset.name)
+    return tuple(task_spec(name, overrides.get(name), f"taskset.params.{name}") for name in names), str(taskset.name)
 
 
 @lru_cache(maxsize=4096)
@@ -333,6 +355,8 @@ def build(cfg: DictConfig | dict) -> RunSpec:
     for group, cls in schema.GROUPS.items():
         if cfg.get(group) is not None:
             errors += schema.range_errors(_plain(cfg[group]), cls, group)
+    if cfg.get("logger") is not None and (problem := dir_problem(cfg.logger.get("dir"))):
+        errors.append(problem)
     if errors:
         raise SpecError("; ".join(errors))
     try:

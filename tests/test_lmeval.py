@@ -17,7 +17,7 @@ from suite.lmeval import YAML_DIR, PosBenchEvalLM, model_spec_from_dict, resolve
 from suite.lmeval import tasks as T  # noqa: E402
 from suite.lmeval.__main__ import include_args, main, run_args  # noqa: E402
 from suite.run import execute  # noqa: E402
-from tasks import build_task  # noqa: E402
+from suite.spec import resolve_tasks  # noqa: E402
 from tasks.base import BOS_ID, EOS_ID, VOCAB, encode  # noqa: E402
 from tests.conftest import make_spec  # noqa: E402
 
@@ -48,7 +48,7 @@ def run_file(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def lm(run_file):
-    return PosBenchEvalLM(run=str(run_file), batch_size=2)
+    return PosBenchEvalLM(pretrained=str(run_file), batch_size=2)
 
 
 def manager(**metadata):
@@ -137,7 +137,7 @@ def test_an_unknown_word_is_named(lm):
 def test_learned_positions_are_truncated_from_the_left(tmp_path):
     path = execute(make_spec(*TINY, "task=niah_single", "position=learned", "train.seq_len=16", "train.steps=2",
                              "eval.multiples=[1]"), results_dir=tmp_path, progress=False)
-    lm = PosBenchEvalLM(run=str(path))
+    lm = PosBenchEvalLM(pretrained=str(path))
     assert lm.max_length == 16
     context, continuation = " ".join(["apple", "fox"] * 12), " cat 5"
     ((ll, _),) = lm.loglikelihood([Instance("loglikelihood", {}, (context, continuation), 0)])
@@ -157,7 +157,7 @@ def test_learned_positions_are_truncated_from_the_left(tmp_path):
 @pytest.mark.parametrize("name", list(OmegaConf.load(CONF_DIR / "taskset" / "all.yaml").tasks))
 def test_documents_are_the_generators_examples(name):
     docs = T.build_docs(name, lengths=[32, 48], n_examples=3)
-    examples = {length: generate(build_task(name, **T.task_params(name)), length, 1234, 3) for length in (32, 48)}
+    examples = {length: generate(T.task_of(name).build(), length, 1234, 3) for length in (32, 48)}
     for length, exs in examples.items():
         mine = [d for d in docs if d["length"] == length]
         per_example = len(mine) // 3
@@ -170,6 +170,7 @@ def test_documents_are_the_generators_examples(name):
             ends = [ex.answer_spans[-1][1] - closed] if len(group) == 1 else [e for _, e in ex.answer_spans]
             for d, end in zip(group, ends):
                 assert f"{d['prompt']} {d['target']}" == " ".join(ex.text.split()[1:end])
+                assert d["answer_len"] == len(encode(d["target"])) and d["length"] == length
     assert [d["length"] for d in docs if d["query"] == 0][:4] == [32, 48, 32, 48]  # lengths alternate
 
 
@@ -177,6 +178,21 @@ def test_interleaved_answers_become_one_document_per_query():
     assert len(T.build_docs("mqar", lengths=[32], n_examples=2)) == 2 * 6
     assert len(T.build_docs("niah_multiquery", lengths=[32], n_examples=2)) == 2 * 2
     assert len(T.build_docs("vt", lengths=[32], n_examples=2)) == 2
+
+
+def test_documents_come_from_the_suites_task_config_and_eval_seed(monkeypatch, tmp_path):
+    spec = make_spec("task=vt")  # the suite's default grid
+    (vt,) = spec.tasks
+    want = generate(vt.build(), 32, spec.eval.seed, 2)
+    assert [d["target"] for d in T.build_docs("vt", lengths=[32], n_examples=2)] == [" ".join(e.answers) for e in want]
+    # one reader of conf/task: point the suite at another folder and lm-eval's documents follow
+    conf = tmp_path / "conf"
+    (conf / "task").mkdir(parents=True)
+    (conf / "task" / "vt.yaml").write_text("name: vt\nn_chains: 1\nhops: 2\n")
+    monkeypatch.setattr("suite.spec.CONF_DIR", conf)
+    cfg = OmegaConf.create({"taskset": {"name": "mine", "tasks": ["vt"], "params": {}}})
+    assert dict(resolve_tasks(cfg)[0][0].params)["hops"] == 2
+    assert all(len(d["answers"]) == 3 for d in T.build_docs("vt", lengths=[32], n_examples=2))  # 2 hops: 3 variables
 
 
 def test_metadata_sets_lengths_counts_seed_and_params():
@@ -224,30 +240,80 @@ def first_word(model, tokens, end):
     return VOCAB[direct_logprobs(model, tokens[:end])[-1].argmax().item()]
 
 
-def test_simple_evaluate_scores_a_run_as_posbench_scores_it(lm, run_file):
+def test_simple_evaluate_scores_a_run_as_posbench_scores_it_per_length(lm, run_file):
     tm = manager(lengths=[32, 64], n_examples=3)
-    out = lm_eval.simple_evaluate(model="posbench", model_args=f"run={run_file}", tasks=["posbench_niah_single", "posbench_mqar"],
-                                  task_manager=tm, limit=4, log_samples=True, bootstrap_iters=0)
-    assert out["n-samples"] == {"posbench_niah_single": {"original": 6, "effective": 4},
-                                "posbench_mqar": {"original": 36, "effective": 4}}
+    out = lm_eval.simple_evaluate(model="posbench", model_args=f"pretrained={run_file}",
+                                  tasks=["posbench_niah_single", "posbench_mqar"], task_manager=tm, limit=4,
+                                  log_samples=True, bootstrap_iters=0)
+    # 4 documents, 2 per length: lm-eval counts the documents of one length filter
+    assert out["n-samples"] == {"posbench_niah_single": {"original": 6, "effective": 2},
+                                "posbench_mqar": {"original": 36, "effective": 2}}
     for name, metrics in (("posbench_niah_single", ["exact_match"]),
                           ("posbench_mqar", ["exact_match", "string_match_all", "string_match_part"])):
         values = out["results"][name]
-        assert all(0.0 <= values[f"{m},none"] <= 1.0 for m in metrics)
+        assert sorted(k for k in values if "," in k and "_stderr" not in k) == sorted(
+            f"{m},len={n}" for m in metrics for n in (32, 64))  # one result per length, none pooled
         task = name.removeprefix("posbench_")
-        examples = {n: generate(build_task(task, **T.task_params(task)), n, 1234, 3) for n in (32, 64)}
-        hits: dict[str, list[float]] = {}
-        for sample in out["samples"][name]:
-            doc = sample["doc"]
-            length, i = map(int, doc["example"].split("/"))
-            ex = examples[length][i]
-            start = ex.answer_spans[doc["query"]][0]
-            want = first_word(lm.model, ex.tokens, start)  # teacher forcing: the gold text up to the answer
-            got = (sample["resps"][0][0].split() or [None])[0]
-            assert got == want or (got is None and want in STOPS)
-            hits.setdefault(doc["example"], []).append(float(want == VOCAB[ex.tokens[start]]))
-        em = sum(all(h) for h in hits.values()) / len(hits)
-        assert values["exact_match,none"] == pytest.approx(em)
+        examples = {n: generate(T.task_of(task).build(), n, 1234, 3) for n in (32, 64)}
+        for length in (32, 64):
+            hits: dict[str, list[float]] = {}
+            for sample in out["samples"][name]:
+                if sample["filter"] != f"len={length}":
+                    continue
+                doc = sample["doc"]
+                if doc["length"] != length:
+                    assert sample["metrics"] == []  # another length's document scores nothing here
+                    continue
+                i = int(doc["example"].split("/")[1])
+                ex = examples[length][i]
+                start = ex.answer_spans[doc["query"]][0]
+                want = first_word(lm.model, ex.tokens, start)  # teacher forcing: the gold text up to the answer
+                got = (sample["resps"][0][0].split() or [None])[0]
+                assert got == want or (got is None and want in STOPS)
+                hits.setdefault(doc["example"], []).append(float(want == VOCAB[ex.tokens[start]]))
+            assert hits
+            em = sum(all(h) for h in hits.values()) / len(hits)
+            assert values[f"exact_match,len={length}"] == pytest.approx(em)
+
+
+def test_generation_stops_at_each_documents_answer_length(run_file):
+    def evaluate(**kwargs):
+        return lm_eval.simple_evaluate(model="posbench", model_args=f"pretrained={run_file}",
+                                       tasks=["posbench_copy", "posbench_niah_multivalue"], log_samples=True,
+                                       task_manager=manager(lengths=[32, 64], n_examples=2), bootstrap_iters=0, **kwargs)
+
+    capped, free = evaluate(), evaluate(gen_kwargs="max_gen_toks=256")
+    for name in ("posbench_copy", "posbench_niah_multivalue"):
+        assert capped["results"][name] == free["results"][name]  # scoring reads only the answer's words
+        for short, full in zip(capped["samples"][name], free["samples"][name]):
+            doc = short["doc"]
+            assert short["arguments"][0][1]["max_gen_toks"] == doc["answer_len"] == len(encode(doc["target"]))
+            assert full["arguments"][0][1]["max_gen_toks"] == 256
+            assert len(short["resps"][0][0].split()) <= doc["answer_len"]
+            assert full["resps"][0][0].startswith(short["resps"][0][0])
+    assert {d["answer_len"] for d in T.build_docs("copy", lengths=[32, 64], n_examples=1)} == {15, 31}
+
+
+def test_groups_average_each_length_over_their_tasks(run_file):
+    out = lm_eval.simple_evaluate(model="posbench", model_args=f"pretrained={run_file}", tasks=["posbench_core"],
+                                  task_manager=manager(lengths=[32, 64], n_examples=1), bootstrap_iters=0)
+    group = out["groups"]["posbench_core"]
+    for length in (32, 64):
+        key = f"exact_match,len={length}"
+        tasks = [out["results"][f"posbench_{t}"][key] for t in ("copy", "mqar", "niah_single", "vt")]
+        assert group[key] == pytest.approx(sum(tasks) / len(tasks))
+    assert not [k for k in group if k.endswith(",none")]
+
+
+def test_rank_reports_each_length(run_file):
+    out = lm_eval.simple_evaluate(model="posbench", model_args=f"pretrained={run_file}", tasks=["posbench_rank"],
+                                  task_manager=manager(lengths=[32, 64], n_examples=4), log_samples=True, bootstrap_iters=0)
+    values = out["results"]["posbench_rank"]
+    for length in (32, 64):
+        scored = [s for s in out["samples"]["posbench_rank"] if s["filter"] == f"len={length}" and s["metrics"]]
+        assert {s["doc"]["length"] for s in scored} == {length} and len(scored) == 4
+        for metric in ("acc", "reciprocal_rank"):
+            assert values[f"{metric},len={length}"] == pytest.approx(sum(s[metric] for s in scored) / 4)
 
 
 def test_hf_llama_reads_the_tasks_as_plain_text(tmp_path):
@@ -272,9 +338,12 @@ def test_hf_llama_reads_the_tasks_as_plain_text(tmp_path):
     out = lm_eval.simple_evaluate(model="hf", model_args=f"pretrained={tmp_path},dtype=float32", device="cpu",
                                   tasks=["posbench_niah_single", "posbench_rank"], task_manager=manager(n_examples=2),
                                   limit=3, batch_size=3, log_samples=True, bootstrap_iters=0)
-    assert {k: v["effective"] for k, v in out["n-samples"].items()} == {"posbench_niah_single": 3, "posbench_rank": 3}
-    assert 0.0 <= out["results"]["posbench_niah_single"]["exact_match,none"] <= 1.0
-    assert 0.25 <= out["results"]["posbench_rank"]["reciprocal_rank,none"] <= 1.0
+    assert {k: v["effective"] for k, v in out["n-samples"].items()} == {"posbench_niah_single": 2, "posbench_rank": 2}
+    for length in (32, 64):
+        assert 0.0 <= out["results"]["posbench_niah_single"][f"exact_match,len={length}"] <= 1.0
+        assert 0.25 <= out["results"]["posbench_rank"][f"reciprocal_rank,len={length}"] <= 1.0
+    for sample in out["samples"]["posbench_niah_single"]:
+        assert sample["arguments"][0][1]["max_gen_toks"] == sample["doc"]["answer_len"]
     sample = out["samples"]["posbench_rank"][0]
     doc = sample["doc"]
     ids = tokenizer(f"{doc['prompt']} {doc['choices'][0]}", add_special_tokens=False).input_ids
@@ -290,9 +359,10 @@ def test_hf_llama_reads_the_tasks_as_plain_text(tmp_path):
 def test_entry_point_arguments(run_file):
     args = run_args(run_file.stem, run_file.parent.parent, ["--tasks", "posbench_copy", "--model", "posbench"])
     assert args.count("--model") == 1 and args[args.index("--model") + 1] == "posbench"
-    assert json.loads(args[args.index("--model_args") + 1]) == {"run": str(run_file.resolve())}
-    assert json.loads(args[args.index("--metadata") + 1]) == {"params": {"copy": {"alphabet": None, "distinct": True, "eos": False}},
-                                                             "data_seed": 1234}
+    assert json.loads(args[args.index("--model_args") + 1]) == {
+        "pretrained": run_file.stem, "results_dir": str(run_file.resolve().parent.parent), "sweep": "lm"}
+    assert json.loads(args[args.index("--metadata") + 1]) == {
+        "lengths": [32, 64], "data_seed": 1234, "params": {"copy": {"alphabet": None, "distinct": True, "eos": False}}}
     work = run_file.resolve().parent / "_work" / run_file.stem
     assert args[args.index("--output_path") + 1] == str(work / "lmeval" / "results.json")
     assert args[-2:] == ["--tasks", "posbench_copy"]
@@ -303,10 +373,50 @@ def test_entry_point_arguments(run_file):
         include_args(["--include_path", "mine"])
 
 
+def test_the_model_is_named_by_pretrained_and_unknown_args_are_named(run_file):
+    lm = PosBenchEvalLM(pretrained=run_file.stem, results_dir=str(run_file.parent.parent), sweep="lm")
+    assert lm.run_id == run_file.stem
+    with pytest.raises(ValueError, match=r"unknown model arg\(s\) \['run'\]; valid: pretrained, results_dir, sweep"):
+        PosBenchEvalLM(run=str(run_file))
+    copy = run_file.parent.parent / "other" / run_file.name
+    copy.parent.mkdir()
+    copy.write_bytes(run_file.read_bytes())
+    try:
+        with pytest.raises(ValueError, match="matches several runs.*sweep=<sweep>"):
+            resolve_run(run_file.stem, run_file.parent.parent)
+        assert resolve_run(run_file.stem, run_file.parent.parent, sweep="other") == copy
+    finally:
+        copy.unlink()
+        copy.parent.rmdir()
+
+
 def test_entry_point_writes_results_next_to_the_run(run_file):
     main(["--run", str(run_file), "--tasks", "posbench_niah_single", "--limit", "2", "--device", "cpu",
           "--metadata", '{"n_examples": 1}'])
     (written,) = (run_file.parent / "_work" / run_file.stem / "lmeval").glob("results_*.json")
     result = json.loads(written.read_text())
-    assert result["n-samples"]["posbench_niah_single"] == {"original": 2, "effective": 2}
-    assert result["config"]["model"] == "posbench"
+    assert result["n-samples"]["posbench_niah_single"] == {"original": 2, "effective": 1}
+    assert {"exact_match,len=32", "exact_match,len=64"} <= set(result["results"]["posbench_niah_single"])
+    assert result["config"]["model"] == "posbench" and result["model_name"] == run_file.stem
+
+
+@pytest.fixture(scope="module")
+def short_run(tmp_path_factory):
+    """A run trained at 16 tokens and evaluated at 1, 1.5 and 3 times that."""
+    return execute(make_spec(*TINY, "task=niah_single", "train.seq_len=16", "train.steps=2", "eval.multiples=[1,1.5,3]"),
+                   results_dir=tmp_path_factory.mktemp("short"), progress=False)
+
+
+def test_run_is_scored_at_its_own_lengths_into_a_folder_named_after_it(short_run, tmp_path):
+    main(["--run", short_run.stem.rsplit("-", 1)[1], "--results_dir", str(short_run.parent.parent),
+          "--tasks", "posbench_niah_single", "--device", "cpu", "--metadata", '{"n_examples": 2}',
+          "--output_path", str(tmp_path)])
+    (written,) = tmp_path.glob("*/results_*.json")
+    assert written.parent.name == short_run.stem
+    result = json.loads(written.read_text())
+    values = result["results"]["posbench_niah_single"]
+    assert sorted(k for k in values if k.startswith("exact_match,")) == ["exact_match,len=16", "exact_match,len=24",
+                                                                          "exact_match,len=48"]
+    assert result["n-samples"]["posbench_niah_single"] == {"original": 6, "effective": 2}
+    stored = json.loads(short_run.read_text())["rows"]
+    assert sorted({r["eval_len"] for r in stored}) == [16, 24, 48]  # the lengths the suite scored the run at

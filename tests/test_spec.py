@@ -179,3 +179,27 @@ def test_tab_completion_completes_groups_and_schema_keys():
 
     assert complete("position=a") == ["position=alibi"]
     assert complete("train.l") == ["train.loss_on=", "train.lr="]
+
+
+@pytest.mark.parametrize("overrides", [["taskset=core", "pattern=rope_in_swa"], ["taskset=ruler", "+taskset.params.vt.hops=2", "position=learned"],
+                                       ["task=copy", "eval.multiples=[1,1.5]", "position=rope", "position.scaling=yarn"]])
+def test_a_stored_spec_rebuilds_the_run_spec_and_its_id(overrides):
+    from suite.spec import run_spec_from_dict
+
+    spec = make_spec(*overrides)
+    stored = json.loads(json.dumps(spec.to_dict()))
+    rebuilt = run_spec_from_dict(stored)
+    assert rebuilt == spec and rebuilt.run_id == spec.run_id
+    with pytest.raises(ValueError, match=r"unknown eval spec key\(s\) \['colour'\]; valid: \["):
+        run_spec_from_dict({**stored, "eval": {**stored["eval"], "colour": 1}})
+
+
+def test_a_task_spec_is_its_yaml_with_overrides_typed_and_checked():
+    from suite.spec import task_spec
+
+    assert dict(task_spec("vt").params) == {"n_chains": 1, "hops": 4}
+    assert dict(task_spec("vt", {"hops": "2"}).params)["hops"] == 2
+    with pytest.raises(SpecError, match=r"unknown key\(s\) \['mine.hop'\]"):
+        task_spec("vt", {"hop": 2}, "mine")
+    with pytest.raises(ValueError, match="unknown task 'vtt'; valid tasks: .*vt"):
+        task_spec("vtt")

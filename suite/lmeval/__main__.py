@@ -3,13 +3,16 @@
     python -m suite.lmeval --run <result file, _work/<run_id> folder or run id> --tasks posbench_core
     python -m suite.lmeval --model hf --model_args pretrained=<local dir> --tasks posbench_core --output_path out
 
-With ``--run`` it adds ``--model posbench --model_args run=<result file>``, writes results to
+With ``--run`` it adds ``--model posbench --model_args pretrained=<run id>`` (with the run's
+``results_dir`` and ``sweep``, so lm-eval names the model, and the folder it writes under an
+``--output_path`` folder, after the run id), writes results to
 ``<sweep>/_work/<run_id>/lmeval/results_<time>.json`` (and ``samples_<task>_<time>.jsonl`` with
-``--log_samples``) unless ``--output_path`` is given, batches 32 documents
-(unless ``--batch_size`` is given) and sets the task metadata ``data_seed`` and ``params`` to the
-run's eval seed and task parameters, so the documents match what the run was trained on; a key
-given with ``--metadata`` replaces the run's. Without ``--run`` the arguments go to lm-eval
-unchanged. Either way ``--include_path`` is the PosBench task YAMLs.
+``--log_samples``) unless ``--output_path`` is given, batches 32 documents (unless
+``--batch_size`` is given) and sets the task metadata ``lengths``, ``data_seed`` and ``params``
+to the run's own evaluation lengths (its training length times its ``eval.multiples``), eval
+seed and task parameters, so the documents are the run's own evaluation sets; a key given with
+``--metadata`` replaces the run's. Without ``--run`` the arguments go to lm-eval unchanged.
+Either way ``--include_path`` is the PosBench task YAMLs.
 Every other argument is lm-eval's (``lm-eval run --help``).
 """
 from __future__ import annotations
@@ -18,8 +21,10 @@ import argparse
 import json
 import sys
 
+from suite.evaluate import eval_lengths
 from suite.lmeval import YAML_DIR
 from suite.lmeval.model import load_run, resolve_run
+from suite.spec import run_spec_from_dict
 from suite.store import read_run
 
 
@@ -38,11 +43,14 @@ def run_args(run: str, results_dir: str, rest: list[str]) -> list[str]:
             del rest[i : i + (1 if "=" in arg else 2)]
             break
     path = resolve_run(run, results_dir).resolve()
-    spec = read_run(path)["run"].get("spec") or {}
-    metadata = {"params": {t["name"]: dict(t["params"]) for t in spec.get("tasks", [])}}
-    if "eval" in spec:
-        metadata["data_seed"] = spec["eval"]["seed"]
-    out = ["--model", "posbench", "--model_args", json.dumps({"run": str(path)}), "--metadata", json.dumps(metadata)]
+    stored = read_run(path)["run"].get("spec")
+    metadata = {}
+    if stored:
+        spec = run_spec_from_dict(stored)
+        metadata = {"lengths": eval_lengths(spec), "data_seed": spec.eval.seed,
+                    "params": {t.name: dict(t.params) for t in spec.tasks}}
+    model_args = {"pretrained": path.stem, "results_dir": str(path.parent.parent), "sweep": path.parent.name}
+    out = ["--model", "posbench", "--model_args", json.dumps(model_args), "--metadata", json.dumps(metadata)]
     if not _given(rest, "--output_path", "-o"):
         out += ["--output_path", str(path.parent / "_work" / path.stem / "lmeval" / "results.json")]
     if not _given(rest, "--batch_size", "-b"):

@@ -2,16 +2,20 @@
 
 Follows lm-eval's ``TemplateLM`` (lm_eval/api/model.py): ``tok_encode`` and ``_loglikelihood_tokens``
 carry the model, ``loglikelihood_rolling`` uses lm-eval's rolling windows, ``generate_until``
-decodes greedily. Text is read with PosBench's whitespace tokenizer (``tasks.base.encode``), so a
-word outside the vocabulary is an error naming it; ``<s>`` starts every input, as in training.
+decodes greedily with a key/value cache (``suite.lmeval.kv_cache``). Text is read with PosBench's
+whitespace tokenizer (``tasks.base.encode``), so a word outside the vocabulary is an error naming
+it; ``<s>`` starts every input, as in training.
 
 Inputs longer than the model can represent (learned absolute positions have ``max_length()``)
 are truncated from the left, keeping the last ``max_length`` tokens, as lm-eval's ``hf`` model
-does; a warning says so once.
+does; a warning says so once. A generation that outgrows ``max_length`` is recomputed on its
+last ``max_length`` tokens at each step, which is what that truncation asks for.
 
-Model args: ``run`` (a result JSON, a run's ``_work/<run_id>`` folder, or a run id searched under
-``results_dir``), ``results_dir`` (default ``results``), ``batch_size`` (default 32), ``device``
-(default: CUDA when there is one) and ``threads`` (torch CPU threads; default: torch's own).
+Model args: ``pretrained`` (the run: a result JSON, a run's ``_work/<run_id>`` folder, or a run id
+or its hash searched under ``results_dir``; lm-eval names the model, and so its ``--output_path``
+folder, after it), ``results_dir`` (default ``results``), ``sweep`` (search only
+``results_dir/<sweep>``), ``batch_size`` (default 32), ``device`` (default: CUDA when there is
+one) and ``threads`` (torch CPU threads; default: torch's own).
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
+from suite.lmeval.generation import Generation, decode_greedy
 from suite.model import PosBenchLM
 from suite.spec import model_spec_from_dict
 from suite.store import read_run
@@ -32,11 +37,13 @@ from tasks.base import BOS_ID, EOS_ID, PAD_ID, VOCAB_SIZE, decode, encode
 
 log = logging.getLogger("posbench")
 DEFAULT_BATCH = 32
+MODEL_ARGS = ("pretrained", "results_dir", "sweep", "batch_size", "max_batch_size", "device", "threads")
 
 
-def resolve_run(run: str | Path, results_dir: str | Path = "results") -> Path:
+def resolve_run(run: str | Path, results_dir: str | Path = "results", sweep: str | None = None) -> Path:
     """The result JSON of ``run``: that file, the file of a ``_work/<run_id>`` folder, or the one
-    file under ``results_dir/<sweep>/`` whose run id is ``run`` or ends with it (e.g. its hash)."""
+    file under ``results_dir/<sweep>/`` (any sweep when ``sweep`` is None) whose run id is ``run``
+    or ends with it (e.g. its hash)."""
     path = Path(run)
     if path.is_file():
         return path
@@ -46,21 +53,24 @@ def resolve_run(run: str | Path, results_dir: str | Path = "results") -> Path:
         raise ValueError(f"run folder {path} is not a run's _work/<run_id> folder with a result file "
                          f"at {path.parent.parent / (path.name + '.json')}")
     root = Path(results_dir)
-    files = [p for p in sorted(root.glob("*/*.json")) if not p.parent.name.startswith("_")]  # not _evalsets
+    pattern = f"{sweep}/*.json" if sweep else "*/*.json"
+    files = [p for p in sorted(root.glob(pattern)) if not p.parent.name.startswith("_")]  # not _evalsets
     matches = [p for p in files if p.stem == str(run)] or [p for p in files if p.stem.endswith(f"-{run}")]
     if len(matches) == 1:
         return matches[0]
+    where = root.resolve() / sweep if sweep else root.resolve()
     if matches:
-        raise ValueError(f"run {run!r} matches several runs under {root.resolve()}: {[str(p) for p in matches]}")
+        raise ValueError(f"run {run!r} matches several runs under {where}: {[str(p) for p in matches]}; "
+                         "name one by its result file or with sweep=<sweep>")
     ids = [p.stem for p in files]
     shown = ", ".join(ids[:10]) + (f", ... ({len(ids)} in all)" if len(ids) > 10 else "")
-    raise ValueError(f"no run {run!r}: not a file or folder, and no {root.resolve()}/<sweep>/<run_id>.json "
+    raise ValueError(f"no run {run!r}: not a file or folder, and no {where}/{'' if sweep else '<sweep>/'}<run_id>.json "
                      f"has that id; run ids there: {shown or 'none'}")
 
 
-def load_run(run, results_dir="results", device="cpu") -> tuple[PosBenchLM, dict]:
+def load_run(run, results_dir="results", device="cpu", sweep=None) -> tuple[PosBenchLM, dict]:
     """(model with the run's trained weights, in eval mode; the result file's payload)."""
-    path = resolve_run(run, results_dir)
+    path = resolve_run(run, results_dir, sweep)
     payload = read_run(path)
     spec = payload["run"].get("spec")
     if not spec:
@@ -96,12 +106,17 @@ def _device(device) -> torch.device:
 class PosBenchEvalLM(TemplateLM):
     """A trained PosBench run as an lm-eval model (lm-eval's ``TemplateLM`` interface)."""
 
-    def __init__(self, run, results_dir="results", batch_size=None, max_batch_size=None, device=None, threads=None):
+    def __init__(self, pretrained=None, results_dir="results", sweep=None, batch_size=None, max_batch_size=None,
+                 device=None, threads=None, **unknown):
         super().__init__()
+        if unknown or pretrained is None:
+            named = f"unknown model arg(s) {sorted(unknown)}" if unknown else "no model arg pretrained"
+            raise ValueError(f"posbench: {named}; valid: {', '.join(MODEL_ARGS)} (pretrained: the run's id, "
+                             "hash, result file or _work/<run_id> folder)")
         if threads:
             torch.set_num_threads(int(threads))
         self._device = _device(device)
-        self.model, self.payload = load_run(run, results_dir, self._device)
+        self.model, self.payload = load_run(pretrained, results_dir, self._device, sweep)
         self.run_id = self.payload["run"].get("run_id")
         size = str(batch_size or DEFAULT_BATCH)
         self.batch_size = int(size) if size.isdigit() else DEFAULT_BATCH  # "auto": the default
@@ -140,10 +155,13 @@ class PosBenchEvalLM(TemplateLM):
         limit = self.max_length
         if limit is None or len(ids) <= limit + extra:
             return ids
-        if not self._warned:
-            log.warning("posbench: inputs longer than the model's max_length=%d are truncated from the left", limit)
-            self._warned = True
+        self._warn_cut()
         return ids[-(limit + extra) :]
+
+    def _warn_cut(self) -> None:
+        if not self._warned:
+            log.warning("posbench: inputs longer than the model's max_length=%d are truncated from the left", self.max_length)
+            self._warned = True
 
     @torch.no_grad()
     def _last_logprobs(self, inputs: list[list[int]]) -> list[torch.Tensor]:
@@ -196,47 +214,31 @@ class PosBenchEvalLM(TemplateLM):
             results.append(total)
         return results
 
-    @torch.no_grad()
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         """Greedy continuation of each context, cut at the first ``until`` string (``</s>`` always
-        stops), at most ``max_gen_toks`` tokens (default 256)."""
+        stops), at most ``max_gen_toks`` tokens (default 256). Contexts of one length are decoded
+        together, ``batch_size`` at a time (``suite.lmeval.generation``)."""
+        jobs = []
+        for req in requests:
+            context, kwargs = req.args
+            kwargs = dict(kwargs or {})
+            if kwargs.get("do_sample"):
+                raise ValueError("the posbench model decodes greedily; got do_sample=True")
+            until = kwargs.get("until") or []
+            jobs.append(Generation(self.tok_encode(context), int(kwargs.get("max_gen_toks", 256)),
+                                   [until] if isinstance(until, str) else list(until)))
+        decode_greedy(self.model, jobs, self.batch_size, self.max_length)
+        if self.max_length is not None and any(len(job.tokens) > self.max_length for job in jobs):
+            self._warn_cut()
         results = []
-        for start in range(0, len(requests), self.batch_size):
-            chunk = requests[start : start + self.batch_size]
-            seqs, gens, stops, limits = [], [], [], []
-            for req in chunk:
-                context, kwargs = req.args
-                kwargs = dict(kwargs or {})
-                if kwargs.get("do_sample"):
-                    raise ValueError("the posbench model decodes greedily; got do_sample=True")
-                until = kwargs.get("until") or []
-                stops.append([until] if isinstance(until, str) else list(until))
-                limits.append(int(kwargs.get("max_gen_toks", 256)))
-                seqs.append(self.tok_encode(context))
-                gens.append([])
-            active = [i for i in range(len(chunk)) if limits[i] > 0]
-            while active:
-                windows = [self._window(seqs[i]) for i in active]
-                logprobs = self._last_logprobs(windows)
-                for i, lp in zip(active, logprobs):
-                    token = int(lp[-1].argmax())
-                    seqs[i].append(token)
-                    gens[i].append(token)
-                active = [i for i in active if not self._finished(gens[i], stops[i], limits[i])]
-            for req, gen, until in zip(chunk, gens, stops):
-                text = decode(gen[:-1] if gen and gen[-1] == EOS_ID else gen)
-                for stop in until:
-                    text = text.split(stop)[0] if stop else text
-                self.cache_hook.add_partial("generate_until", req.args, text)
-                results.append(text)
+        for req, job in zip(requests, jobs):
+            gen = job.generated
+            text = decode(gen[:-1] if gen and gen[-1] == EOS_ID else gen)
+            for stop in job.until:
+                text = text.split(stop)[0] if stop else text
+            self.cache_hook.add_partial("generate_until", req.args, text)
+            results.append(text)
         return results
-
-    @staticmethod
-    def _finished(gen: list[int], until: list[str], limit: int) -> bool:
-        if gen[-1] == EOS_ID or len(gen) >= limit:
-            return True
-        text = decode(gen)
-        return any(stop and stop in text for stop in until)
 
 
 __all__ = ["PosBenchEvalLM", "load_run", "model_spec_from_dict", "resolve_run"]

@@ -1,17 +1,20 @@
 """PosBench tasks as lm-eval documents (``custom_dataset``) and their scoring (``process_results``).
 
-Documents come from each task's own generator with the parameters of ``conf/task/<name>.yaml``,
-through ``suite.evalsets.generate``: at the same seed they are the first ``n_examples`` examples
-of PosBench's own evaluation sets. Task metadata (``--metadata`` JSON) sets ``lengths`` (default
-[32, 64]), ``n_examples`` per length (default 50), ``data_seed`` (default 1234, the eval grid's)
-and ``params`` (per-task overrides, ``{"vt": {"hops": 1}}``). Documents alternate between the
-lengths, so ``--limit`` takes every length alike.
+Documents come from each task's own generator with the parameters the suite gives it
+(``suite.spec.task_spec``: ``conf/task/<name>.yaml`` and overrides), through
+``suite.evalsets.generate``: at the same seed they are the first ``n_examples`` examples of
+PosBench's own evaluation sets. Task metadata (``--metadata`` JSON) sets ``lengths`` (default
+[32, 64]), ``n_examples`` per length (default 50), ``data_seed`` (default: the suite's eval seed,
+``suite.schema.EvalConf.seed``) and ``params`` (per-task overrides, ``{"vt": {"hops": 1}}``).
+Documents alternate between the lengths, so ``--limit`` takes every length alike; results are
+reported per length (``suite.lmeval.task_class``).
 
 A document is the example's text after ``<s>`` up to its first answer token (``prompt``), the
-answers and their ``target`` (the answers joined by spaces). Answers separated by prompt tokens
-(``mqar``, ``niah_multiquery``) are asked one at a time, each prompt holding the text before it
-with the earlier gold answers (teacher forcing, as PosBench's own evaluation), and the document
-names its example so the scores group back per example.
+answers, their ``target`` (the answers joined by spaces), their token count ``answer_len`` (the
+generation limit) and the example's ``length``. Answers separated by prompt tokens (``mqar``,
+``niah_multiquery``) are asked one at a time, each prompt holding the text before it with the
+earlier gold answers (teacher forcing, as PosBench's own evaluation), and the document names its
+example so the scores group back per example.
 
 Scoring reads the generation, cut at the task's ``until`` strings, as whitespace words (a word's
 leading and trailing punctuation dropped, lower case) and looks at its first k words, k being the
@@ -25,30 +28,32 @@ from __future__ import annotations
 
 import string
 from collections import defaultdict
+from itertools import zip_longest
 
 import datasets
-from omegaconf import OmegaConf
 
-from suite.config import CONF_DIR
 from suite.evalsets import generate
+from suite.schema import EvalConf
+from suite.spec import TaskSpec, task_spec
 from tasks import TASKS, build_task
 from tasks.base import BOS_ID, EOS_ID, Example, decode
 
 DEFAULT_LENGTHS = (32, 64)
 DEFAULT_N = 50
-DEFAULT_SEED = 1234
 
 
-def task_params(name: str, params: dict | None = None) -> dict:
-    """``conf/task/<name>.yaml`` (without ``name``) updated by ``params[name]``."""
+def default_seed() -> int:
+    """The suite's evaluation seed (``suite.schema.EvalConf``), so documents are its eval sets."""
+    return EvalConf().seed
+
+
+def task_of(name: str, params: dict | None = None) -> TaskSpec:
+    """Task ``name`` as the suite builds it, with ``params[name]`` over its defaults."""
     params = dict(params or {})
     unknown = sorted(set(params) - set(TASKS))
     if unknown:
         raise ValueError(f"metadata params name unknown task(s) {unknown}; valid tasks: {', '.join(sorted(TASKS))}")
-    path = CONF_DIR / "task" / f"{name}.yaml"
-    found = OmegaConf.to_container(OmegaConf.load(path)) if path.exists() else {}
-    found.pop("name", None)
-    return {**found, **(params.get(name) or {})}
+    return task_spec(name, params.get(name), f"metadata params.{name}")
 
 
 def example_docs(example: Example, length: int, index: int) -> list[dict]:
@@ -64,9 +69,10 @@ def example_docs(example: Example, length: int, index: int) -> list[dict]:
     docs = []
     for q, group in enumerate(groups):
         # a closing </s> is where generation stops (``until``), so it is never among the words read
-        answers = [decode(tokens[s : e - (e - s > 1 and tokens[e - 1] == EOS_ID)]) for s, e in group]
+        answers = [tokens[s : e - (e - s > 1 and tokens[e - 1] == EOS_ID)] for s, e in group]
         docs.append({"example": f"{length}/{index}", "length": length, "query": q,
-                     "prompt": decode(tokens[start : group[0][0]]), "answers": answers, "target": " ".join(answers)})
+                     "prompt": decode(tokens[start : group[0][0]]), "answers": [decode(a) for a in answers],
+                     "target": " ".join(decode(a) for a in answers), "answer_len": sum(map(len, answers))})
     return docs
 
 
@@ -77,12 +83,14 @@ def _lengths(lengths) -> list[int]:
     return values
 
 
-def build_docs(name: str, lengths=DEFAULT_LENGTHS, n_examples: int = DEFAULT_N, data_seed: int = DEFAULT_SEED,
+def build_docs(name: str, lengths=DEFAULT_LENGTHS, n_examples: int = DEFAULT_N, data_seed: int | None = None,
                params: dict | None = None) -> list[dict]:
-    """The documents of task ``name``: ``n_examples`` examples per length, lengths alternating."""
+    """The documents of task ``name``: ``n_examples`` examples per length, the lengths alternating
+    document by document (an example's queries too); ``data_seed`` None is the suite's eval seed."""
     if not isinstance(n_examples, int) or n_examples < 1:
         raise ValueError(f"metadata n_examples={n_examples!r}: must be a positive integer")
-    task = build_task(name, **task_params(name, params))
+    data_seed = default_seed() if data_seed is None else data_seed
+    task = task_of(name, params).build()
     sets = {}
     for length in _lengths(lengths):
         try:
@@ -91,17 +99,19 @@ def build_docs(name: str, lengths=DEFAULT_LENGTHS, n_examples: int = DEFAULT_N, 
             raise ValueError(f"posbench_{name} at length {length}: {err}") from None
     docs = []
     for i in range(n_examples):
+        per_length = []
         for length, examples in sets.items():
             ex = examples[i]
-            for doc in example_docs(ex, length, i):
-                if "candidates" in ex.meta:
+            per_length.append(example_docs(ex, length, i))
+            if "candidates" in ex.meta:
+                for doc in per_length[-1]:
                     doc.update(choices=[decode(c) for c in ex.meta["candidates"]], gold=int(ex.meta["gold"]))
-                docs.append(doc)
+        docs += [doc for turn in zip_longest(*per_length) for doc in turn if doc is not None]
     return docs
 
 
 def dataset(posbench_task: str, lengths=DEFAULT_LENGTHS, n_examples: int = DEFAULT_N,
-            data_seed: int = DEFAULT_SEED, params: dict | None = None, **_other_metadata) -> dict:
+            data_seed: int | None = None, params: dict | None = None, **_other_metadata) -> dict:
     """lm-eval ``custom_dataset``: called with the task metadata (which lm-eval merges with the
     model args, hence the other keys) and ``dataset_kwargs`` (``posbench_task``)."""
     docs = build_docs(posbench_task, lengths, n_examples, data_seed, params)
@@ -135,19 +145,30 @@ def score(prediction: str, answers: list[str]) -> dict[str, float]:
             "string_match_all": sum(hits) / len(hits), "string_match_part": float(any(hits))}
 
 
+def blanked(results: list) -> bool:
+    """Whether a length filter blanked these responses (the document is another length's)."""
+    return all(r is None for r in results)
+
+
 def process_results(doc: dict, results: list[str]) -> dict[str, float]:
-    """Single-answer tasks: exact match."""
+    """Single-answer tasks: exact match (nothing for another length's document)."""
+    if blanked(results):
+        return {}
     return {"exact_match": score(results[0], doc["answers"])["exact_match"]}
 
 
 def process_results_multi(doc: dict, results: list[str]) -> dict[str, float]:
     """Several answers in one document: exact match and RULER's string_match_all/part."""
+    if blanked(results):
+        return {}
     return score(results[0], doc["answers"])
 
 
 def process_results_per_query(doc: dict, results: list[str]) -> dict[str, tuple[str, float]]:
     """One answer per document, several per example: (example, score) pairs for the per-example
     aggregations below."""
+    if blanked(results):
+        return {}
     s = score(results[0], doc["answers"])
     return {"exact_match": (doc["example"], s["exact_match"]),
             "string_match_all": (doc["example"], s["string_match_all"]),
@@ -182,6 +203,8 @@ def any_by_example(items) -> float:
 def process_results_rank(doc: dict, results: list[tuple[float, bool]]) -> dict[str, float]:
     """Candidate ranking by log-likelihood: the rank task's reciprocal rank (ties count against
     the gold) and ``acc`` (the gold strictly first)."""
+    if blanked(results):
+        return {}
     logliks = [ll for ll, _ in results]
     example = Example(tokens=[], answer_spans=[], meta={"candidates": doc["choices"], "gold": doc["gold"]})
     rr = build_task("rank").score_candidates(example, logliks)["reciprocal_rank"]

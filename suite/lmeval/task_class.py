@@ -1,0 +1,67 @@
+"""The lm-eval task class of every ``posbench_*`` task: one result per length, and generation
+capped at each document's answer length.
+
+``PosBenchTask`` is lm-eval's ``ConfigurableTask`` (the YAML's ``class:``) with two additions:
+
+* **A filter per length.** After the documents are built it sets ``filter_list`` to one filter
+  ``len=<n>`` per example length: lm-eval's ``take_first`` followed by ``posbench_length``, which
+  keeps the responses of the documents of that length and blanks the others (the scorers in
+  ``suite.lmeval.tasks`` return no metric for a blank). lm-eval keys results by metric and filter,
+  so each length gets its own ``exact_match,len=<n>`` (and every other metric), the metrics keep
+  their names, aggregations and ``higher_is_better``, and a group's ``aggregate_metric_list``
+  averages each length over its tasks, since lm-eval groups find the filters themselves.
+* **Generation stops at the answer.** A generation request's ``max_gen_toks`` is the document's
+  ``answer_len`` (its answer's token count in PosBench's word tokenizer): scoring reads only
+  that many words. ``--gen_kwargs max_gen_toks=N`` replaces it for every document, for a model
+  whose tokenizer splits PosBench's words.
+"""
+from __future__ import annotations
+
+from lm_eval.api.filter import Filter
+from lm_eval.api.registry import register_filter
+from lm_eval.api.task import ConfigurableTask
+
+LENGTH_FILTER = "posbench_length"
+
+
+def filter_name(length: int) -> str:
+    """The filter (and result key suffix) of the documents of ``length`` tokens."""
+    return f"len={length}"
+
+
+@register_filter(LENGTH_FILTER)
+class LengthFilter(Filter):
+    """Keeps the responses of the documents of ``length`` tokens; the others become None."""
+
+    def __init__(self, length: int) -> None:
+        super().__init__()
+        self.length = int(length)
+
+    def apply(self, resps, docs):
+        return [resp if doc["length"] == self.length else None for resp, doc in zip(resps, docs)]
+
+
+class PosBenchTask(ConfigurableTask):
+    """A ``posbench_*`` task: lm-eval's YAML task with a filter per length and per-document
+    generation limits (module docstring)."""
+
+    def __init__(self, config: dict | None = None) -> None:
+        super().__init__(config={k: v for k, v in (config or {}).items() if k != "class"})
+
+    def download(self, dataset_kwargs=None, **kwargs) -> None:
+        """lm-eval's download (the documents), then one ``len=<n>`` filter per length found."""
+        super().download(dataset_kwargs, **kwargs)
+        lengths = sorted(set(self.dataset[self.config.test_split]["length"]))
+        self.config.filter_list = [
+            {"name": filter_name(n), "filter": [{"function": "take_first"}, {"function": LENGTH_FILTER, "length": n}]}
+            for n in lengths
+        ]
+
+    def construct_requests(self, doc: dict, ctx, **kwargs):
+        """lm-eval's requests; a generation request gets ``max_gen_toks`` = the document's
+        ``answer_len`` unless ``generation_kwargs`` sets it."""
+        requests = super().construct_requests(doc, ctx, **kwargs)
+        if self.OUTPUT_TYPE == "generate_until" and "max_gen_toks" not in (self.config.generation_kwargs or {}):
+            for request in requests if isinstance(requests, list) else [requests]:
+                request.arguments[1]["max_gen_toks"] = int(doc["answer_len"])
+        return requests
