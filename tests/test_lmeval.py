@@ -13,7 +13,7 @@ from lm_eval.tasks import TaskManager  # noqa: E402
 
 from suite.config import CONF_DIR  # noqa: E402
 from suite.evalsets import generate  # noqa: E402
-from suite.lmeval import YAML_DIR, PosBenchEvalLM, model_spec_from_dict, resolve_run  # noqa: E402
+from suite.lmeval import PosBenchEvalLM, include_dir, model_spec_from_dict, resolve_run  # noqa: E402
 from suite.lmeval import tasks as T  # noqa: E402
 from suite.lmeval.__main__ import include_args, main, run_args  # noqa: E402
 from suite.run import execute  # noqa: E402
@@ -52,7 +52,7 @@ def lm(run_file):
 
 
 def manager(**metadata):
-    return TaskManager(include_path=str(YAML_DIR), include_defaults=False, metadata=metadata)
+    return TaskManager(include_path=str(include_dir()), include_defaults=False, metadata=metadata)
 
 
 def direct_logprobs(model, ids):
@@ -226,10 +226,10 @@ def test_scores():
 
 @pytest.mark.parametrize("taskset", ["core", "ruler", "all"])
 def test_groups_mirror_the_task_sets(taskset):
-    group = yaml.safe_load((YAML_DIR / f"posbench_{taskset}.yaml").read_text())
+    group = yaml.safe_load((include_dir() / f"posbench_{taskset}.yaml").read_text())
     tasks = OmegaConf.load(CONF_DIR / "taskset" / f"{taskset}.yaml").tasks
     assert group["task"] == [f"posbench_{t}" for t in tasks]
-    assert all((YAML_DIR / f"{t}.yaml").is_file() for t in group["task"])
+    assert all((include_dir() / f"{t}.yaml").is_file() for t in group["task"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -368,7 +368,7 @@ def test_entry_point_arguments(run_file):
     assert args[-2:] == ["--tasks", "posbench_copy"]
     with pytest.raises(ValueError, match="--model posbench; got --model 'hf'"):
         run_args(str(run_file), "results", ["--model", "hf"])
-    assert include_args(["--tasks", "x"]) == ["--include_path", str(YAML_DIR), "--tasks", "x"]
+    assert include_args(["--tasks", "x"]) == ["--include_path", str(include_dir()), "--tasks", "x"]
     with pytest.raises(ValueError, match="--include_path"):
         include_args(["--include_path", "mine"])
 
@@ -420,3 +420,20 @@ def test_run_is_scored_at_its_own_lengths_into_a_folder_named_after_it(short_run
     assert result["n-samples"]["posbench_niah_single"] == {"original": 6, "effective": 2}
     stored = json.loads(short_run.read_text())["rows"]
     assert sorted({r["eval_len"] for r in stored}) == [16, 24, 48]  # the lengths the suite scored the run at
+
+
+def test_each_task_is_scored_by_the_template_its_examples_call_for():
+    """Generated from the registry: the ranking task is multiple choice, tasks with answers between
+    queries get one document per query, RULER's several-answer tasks string match, the rest plain
+    generation; every registered task has a YAML."""
+    from suite.lmeval import yamls
+    from tasks import TASKS
+
+    expected = {"rank": "_choice_template", "mqar": "_per_query_template", "niah_multiquery": "_per_query_template",
+                "vt": "_multi_template", "cwe": "_multi_template", "fwe": "_multi_template",
+                "niah_multivalue": "_multi_template", "copy": "_generate_template", "copy_repeat": "_generate_template",
+                "reverse": "_generate_template", "niah_single": "_generate_template",
+                "niah_multikey": "_generate_template", "qa": "_generate_template"}
+    assert {name: yamls.template(name) for name in TASKS} == expected
+    assert sorted(p.stem for p in include_dir().glob("posbench_*.yaml")) == sorted(
+        [f"posbench_{t}" for t in TASKS] + ["posbench_all", "posbench_core", "posbench_ruler"])

@@ -22,7 +22,7 @@ import json
 import sys
 
 from suite.evaluate import eval_lengths
-from suite.lmeval import YAML_DIR
+from suite.lmeval import include_dir
 from suite.lmeval.model import load_run, resolve_run
 from suite.spec import run_spec_from_dict
 from suite.store import read_run
@@ -62,8 +62,8 @@ def include_args(rest: list[str]) -> list[str]:
     """``--include_path <PosBench YAML folder>`` and ``rest``; lm-eval takes one include path, so
     other task YAMLs go into ``--tasks`` as file or folder paths."""
     if _given(rest, "--include_path"):
-        raise ValueError(f"--include_path is set to {YAML_DIR}; give other task YAMLs to --tasks as paths")
-    return ["--include_path", str(YAML_DIR), *rest]
+        raise ValueError(f"--include_path is set to {include_dir()}; give other task YAMLs to --tasks as paths")
+    return ["--include_path", str(include_dir()), *rest]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,101 @@
+"""The lm-eval task and group YAMLs, generated from the task registry and the task sets, so a new
+task (one file in ``tasks/`` and one ``conf/task`` YAML) is an lm-eval task with nothing else
+to write.
+
+Each task's YAML names the template that scores it (``suite/lmeval/yaml/_*_template``), chosen by
+what the task is:
+
+* a task that ranks candidates (it has ``score_candidates``): ``_choice_template``, lm-eval's
+  ``multiple_choice``;
+* a task whose answers sit between queries (answer spans apart from each other, so
+  ``suite.lmeval.tasks.example_docs`` makes several documents of one example):
+  ``_per_query_template``, one document per query;
+* a task whose headline metric is RULER's string match over several answers: ``_multi_template``;
+* any other: ``_generate_template``.
+
+Each task set ``conf/taskset/<name>.yaml`` becomes the group ``posbench_<name>``.
+
+    python -m suite.lmeval.yamls <folder>   # writes the templates and YAMLs for plain ``lm-eval``
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import yaml
+from omegaconf import OmegaConf
+
+from suite.batch import shortest_length
+from suite.config import CONF_DIR
+from suite.lmeval.tasks import example_docs
+from suite.spec import task_spec
+from tasks import TASKS
+
+TEMPLATES = Path(__file__).resolve().parent / "yaml"
+VERSION = 2.0
+PROBE_LIMIT = 4096  # the longest length probed for a task's shortest example
+
+
+def template(name: str) -> str:
+    """The template that scores task ``name`` (see the module docstring)."""
+    task = task_spec(name).build()
+    if hasattr(task, "score_candidates"):
+        return "_choice_template"
+    length = shortest_length(task, PROBE_LIMIT)
+    example = task.generate(np.random.default_rng(0), length)
+    if len(example_docs(example, length, 0)) > 1:  # answers apart from each other: one document per query
+        return "_per_query_template"
+    if task.primary_metric in ("string_match_all", "string_match_part"):
+        return "_multi_template"
+    return "_generate_template"
+
+
+def task_yaml(name: str) -> dict:
+    return {"include": template(name), "task": f"posbench_{name}", "dataset_kwargs": {"posbench_task": name}}
+
+
+def group_yaml(taskset: dict) -> dict:
+    """A task set as an lm-eval group averaging exact match over its tasks, per length."""
+    return {"group": f"posbench_{taskset['name']}", "task": [f"posbench_{t}" for t in taskset["tasks"]],
+            "aggregate_metric_list": [{"metric": "exact_match", "weight_by_size": False}],
+            "metadata": {"version": VERSION}}
+
+
+def tasksets() -> list[dict]:
+    return [OmegaConf.to_container(OmegaConf.load(path)) for path in sorted((CONF_DIR / "taskset").glob("*.yaml"))]
+
+
+def write(folder: Path) -> Path:
+    """The templates plus one YAML per registered task and per task set, into ``folder``."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in TEMPLATES.glob("_*_template"):
+        shutil.copy(path, folder / path.name)
+    for name in sorted(TASKS):
+        (folder / f"posbench_{name}.yaml").write_text(yaml.safe_dump(task_yaml(name), sort_keys=False))
+    for taskset in tasksets():
+        (folder / f"posbench_{taskset['name']}.yaml").write_text(yaml.safe_dump(group_yaml(taskset), sort_keys=False))
+    return folder
+
+
+@lru_cache(maxsize=1)
+def include_dir() -> Path:
+    """A folder of this checkout's task and group YAMLs, written once per process."""
+    return write(Path(tempfile.mkdtemp(prefix="posbench-lmeval-")))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m suite.lmeval.yamls <folder>", file=sys.stderr)
+        return 2
+    print(write(Path(args[0])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""Adding a task is one Python file plus one conf/task YAML: a throwaway task, added to a copy of
+the checkout, trains and stores through suite.run, appears in the report, and is an lm-eval task."""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TASK = '''"""Throwaway: repeat the first word of the context after the query marker."""
+from dataclasses import dataclass
+
+import numpy as np
+
+from tasks.base import ANSWER_ID, BOS_ID, QUERY_ID, WORD_IDS, Builder, Example, exact_match, too_short
+
+
+@dataclass(frozen=True)
+class FirstWord:
+    name = "first_word"
+    primary_metric = "exact_match"
+    spread: int = 1  # words the first one is drawn from, as a multiple of 1
+
+    def generate(self, rng: np.random.Generator, length: int) -> Example:
+        if length < 5:
+            raise too_short(self.name, length, 5)
+        words = rng.choice(WORD_IDS, size=length - 4).tolist()
+        b = Builder([BOS_ID])
+        b.add(words)
+        b.add([QUERY_ID, ANSWER_ID])
+        b.answer([words[0]])
+        return b.example()
+
+    def score(self, example: Example, predicted: list[int]) -> dict[str, float]:
+        return exact_match(example, predicted)
+'''
+
+
+def test_a_throwaway_task_is_one_file_and_one_yaml(tmp_path):
+    repo = tmp_path / "repo"
+    for part in ("suite", "tasks", "conf"):
+        shutil.copytree(ROOT / part, repo / part, ignore=shutil.ignore_patterns("__pycache__"))
+    (repo / "tasks" / "first_word.py").write_text(TASK)
+    (repo / "conf" / "task" / "first_word.yaml").write_text("name: first_word\nspread: 1\n")
+
+    def run(*args):
+        out = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, cwd=repo, timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return out.stdout + out.stderr
+
+    results = tmp_path / "results"
+    run("suite.run", "task=first_word", "train.steps=3", "eval.n_examples=4", "eval.multiples=[1,2]", "logger=none",
+        f"results_dir={results}", "sweep_name=t", f"hydra.run.dir={tmp_path / 'h'}")
+    stored = next((results / "t").glob("*.json"))
+    rows = json.loads(stored.read_text())["rows"]
+    assert {r["task"] for r in rows} == {"first_word"} and {r["eval_len"] for r in rows} == {32, 64}
+
+    run("suite.report", "t", "--results", str(results), "--out", str(tmp_path / "reports"))
+    assert "## first_word" in (tmp_path / "reports" / "t" / "index.md").read_text()
+
+    out = tmp_path / "lm"
+    run("suite.lmeval", "--run", str(stored), "--tasks", "posbench_first_word", "--limit", "2", "--output_path", str(out))
+    scored = json.loads(next(out.rglob("results_*.json")).read_text())["results"]["posbench_first_word"]
+    assert {"exact_match,len=32", "exact_match,len=64"} <= set(scored)
