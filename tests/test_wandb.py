@@ -4,6 +4,7 @@ as config, and the report's leaderboard logged as a table into the runs' project
 import json
 import warnings
 
+import pandas as pd
 import pytest
 
 import suite.lifecycle as run_mod
@@ -71,7 +72,8 @@ def test_report_logs_leaderboard_and_mrr_tables_offline(tmp_path, monkeypatch):
     assert {row[0] for row in board["data"]} == {"nope", "rope"} and len(board["data"]) == 4
     mrr = json.loads(next(runs[0].rglob("mrr_*.table.json")).read_text())
     assert mrr["columns"][:2] == ["scheme", "mrr_ood"] and len(mrr["data"]) == 2
-    assert all(0 < row[1] <= 1 for row in mrr["data"])
+    published = pd.read_csv(tmp_path / "rep" / "rw" / "mrr.csv").set_index("scheme").mrr_ood  # the report's own
+    assert {row[0]: row[1] for row in mrr["data"]} == pytest.approx(published.to_dict(), abs=1e-4)
 
 
 def test_report_rejects_an_unknown_wandb_mode(tmp_path, capsys):
