@@ -1,5 +1,9 @@
 """Adding a task is one Python file plus one conf/task YAML: a throwaway task, added to a copy of
-the checkout, trains and stores through suite.run, appears in the report, and is an lm-eval task."""
+the checkout, trains and stores through suite.run, appears in the report, and is an lm-eval task.
+
+Mutation check: in suite/lmeval/yamls.py write, writing YAMLs only for tasks in some task set
+(not every registered task) makes test_a_throwaway_task_is_one_file_and_one_yaml fail.
+"""
 import json
 import shutil
 import subprocess

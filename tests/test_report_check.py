@@ -1,4 +1,8 @@
-"""make report-check: a headless Chromium sees a non-blank first screen, every image, the MRR table."""
+"""make report-check: a headless Chromium sees a non-blank first screen, every image, the MRR table.
+
+Mutation check: in suite/report/check.py blank, a 1 % threshold of 0 (``< 0``) makes
+test_a_one_colour_screenshot_is_blank_and_a_drawn_one_is_not fail.
+"""
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest

@@ -1,5 +1,11 @@
 """The report reads at a glance: a summary first, one header row per table, named axes, '-' for
-never or unsupported, best rows first, legends outside the data, plain column names."""
+never or unsupported, best rows first, legends outside the data, plain column names.
+
+Mutation checks: in suite/report/plots.py plot_task, a legend inside the axes (ax.legend()) makes
+test_legends_and_colour_bars_sit_outside_the_data[task] fail; in suite/report/tables.py
+scheme_order, sorting by name alone makes
+test_task_table_has_named_lengths_dashes_for_unsupported_and_best_rows_first fail.
+"""
 import math
 import re
 

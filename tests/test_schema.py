@@ -1,4 +1,9 @@
-"""The typed schema (suite/schema.py) is the one place for types, defaults and ranges."""
+"""The typed schema (suite/schema.py) is the one place for types, defaults and ranges.
+
+Mutation checks: in suite/schema.py TrainConf.steps, ge=1 -> ge=0 makes
+test_every_range_is_checked_before_training[train.steps=0] fail; adding `lr: 1.0e-3` (the schema's
+default) to conf/train/gpu.yaml makes test_group_yamls_set_only_what_differs_from_the_schema[train] fail.
+"""
 import dataclasses
 
 import pytest

@@ -1,4 +1,9 @@
-"""Config composition, layer patterns and validation before training."""
+"""Config composition, layer patterns and validation before training.
+
+Mutation checks: in suite/spec.py resolve_layers, an empty ``clash`` list makes
+test_a_pattern_and_a_span_group_that_disagree_on_a_window_are_refused fail; in build, skipping the
+``_unfit`` check at train.seq_len makes test_a_task_that_cannot_fill_the_training_length_is_refused fail.
+"""
 import json
 import os
 import subprocess
