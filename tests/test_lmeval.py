@@ -1,4 +1,7 @@
-"""lm-eval integration: the ``posbench`` model, the ``posbench_*`` tasks and ``python -m suite.lmeval``."""
+"""lm-eval integration: the ``posbench`` model, the ``posbench_*`` tasks and ``python -m suite.lmeval``.
+
+Mutation check: in suite/lmeval/tasks.py score, string_match_part any(hits) -> all(hits) makes
+test_scores fail."""
 import json
 
 import pytest

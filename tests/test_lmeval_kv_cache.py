@@ -1,6 +1,9 @@
 """The lm-eval model's cached greedy decoding against PosBenchLM's own forward, for every position
 scheme and span: same logits at every step, same greedy tokens as decoding by recomputing the
-forward over the whole sequence at each step (the decoding it replaces)."""
+forward over the whole sequence at each step (the decoding it replaces).
+
+Mutation check: in suite/lmeval/kv_cache.py extend, the new tokens' positions pos_all[start:] -> pos_all[:Tn]
+(counted from 0 at every step) makes test_cached_logits_are_the_forwards fail."""
 from functools import lru_cache
 
 import pytest

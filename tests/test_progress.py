@@ -1,5 +1,8 @@
 """Progress off a terminal: a plain line every log_every steps (step, loss, tokens/s, time left),
-and one line per finished run (run id, status, wall time, each task's headline score)."""
+and one line per finished run (run id, status, wall time, each task's headline score).
+
+Mutation check: in suite/progress.py StepLog.eta, steps left total - 1 - step -> total - step makes
+test_step_lines_show_step_loss_speed_and_the_time_left_at_the_measured_pace fail."""
 import logging
 import os
 import re

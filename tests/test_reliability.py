@@ -1,4 +1,7 @@
-"""Faults: killed runs, bad checkpoints, divergence, W&B failures."""
+"""Faults: killed runs, bad checkpoints, divergence, W&B failures.
+
+Mutation check: in suite/train.py train, a diverged run's steps done step -> step + 1 makes
+test_a_non_finite_loss_stops_the_run_as_diverged_and_the_leaderboard_says_so fail."""
 import math
 import os
 import signal

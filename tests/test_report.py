@@ -1,4 +1,7 @@
-"""Leaderboard tables against hand-computed values, and a report built from a fixture store."""
+"""Leaderboard tables against hand-computed values, and a report built from a fixture store.
+
+Mutation check: in suite/report/tables.py _arrays, OOD eval_len > train_len -> eval_len >= train_len
+makes test_mrr_with_ties_by_hand fail."""
 import math
 import re
 

@@ -1,4 +1,7 @@
-"""A leaderboard cell holds runs identical except for the seed; other differences split the label."""
+"""A leaderboard cell holds runs identical except for the seed; other differences split the label.
+
+Mutation check: in suite/report/labels.py differing_keys, > 1 distinct values -> >= 1 makes
+test_a_label_names_the_settings_that_differ_and_only_those fail."""
 import json
 import subprocess
 import sys

@@ -1,5 +1,8 @@
 """Report statistics against hand-computed numbers: intervals, MRR over OOD and all cells, the MRR
-bootstrap, and the power table."""
+bootstrap, and the power table.
+
+Mutation check: in suite/report/stats.py t_interval, n - 1 degrees of freedom -> n makes
+test_t_interval_by_hand fail."""
 import math
 
 import numpy as np

@@ -1,5 +1,8 @@
 """What a report says about its sweep: cells never pool configurations, mixed code digests are
-flagged, and published results sit beside ours with the agreement of orderings."""
+flagged, and published results sit beside ours with the agreement of orderings.
+
+Mutation check: in suite/report/references.py compare, a pair differs when the signs' product is
+< 0 -> <= 0 (a tie counted as a disagreement) makes test_compare_orders_with_a_published_tie_by_hand fail."""
 import math
 
 import pandas as pd

@@ -1,4 +1,7 @@
-"""The pre-flight memory estimate: what it counts, and that it refuses what cannot fit."""
+"""The pre-flight memory estimate: what it counts, and that it refuses what cannot fit.
+
+Mutation check: in suite/resources.py _attention_bytes, total + 2 * scores -> total + scores (logits
+only, no probabilities) makes test_scores_are_counted_only_where_the_path_builds_them fail."""
 import pytest
 import torch
 

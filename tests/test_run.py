@@ -1,4 +1,7 @@
-"""End to end: Hydra config -> spec -> model -> train -> evaluate -> results store."""
+"""End to end: Hydra config -> spec -> model -> train -> evaluate -> results store.
+
+Mutation check: in tasks/rank.py score_candidates, counting candidates with ll >= the gold's -> ll <=
+makes test_rank_task_reports_reciprocal_rank_from_candidate_logliks fail."""
 import json
 import math
 import os

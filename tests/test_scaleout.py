@@ -1,4 +1,7 @@
-"""Scaling out through existing engines: Hydra launchers (joblib, submitit) and torchrun DDP."""
+"""Scaling out through existing engines: Hydra launchers (joblib, submitit) and torchrun DDP.
+
+Mutation check: in suite/distributed.py share, slice(r * per, (r + 1) * per) -> slice(0, per) (every
+rank trains on the first rows) makes test_torchrun_two_processes_write_one_result_with_the_single_process_loss fail."""
 import json
 import os
 import subprocess

@@ -1,5 +1,8 @@
 """The store cannot lie: a result file with an impossible row is named and skipped, the rest load,
-and the report still builds."""
+and the report still builds.
+
+Mutation check: in suite/store.py row_problem, eval_len <= 0 -> eval_len < 0 makes
+test_a_file_with_an_impossible_row_is_named_and_skipped[zero eval length] fail."""
 import math
 
 import pytest

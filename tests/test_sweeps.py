@@ -1,4 +1,7 @@
-"""Every sweep file composes into a multirun, and a sweep re-run trains nothing."""
+"""Every sweep file composes into a multirun, and a sweep re-run trains nothing.
+
+Mutation check: in suite/validate.py sweep_jobs, crossing the keys with the last one varying slowest
+instead of the first makes test_sweep_jobs_are_the_jobs_hydras_basic_sweeper_launches fail."""
 import json
 import os
 import subprocess

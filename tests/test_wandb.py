@@ -1,6 +1,9 @@
 """W&B: runs grouped by sweep and tagged by setting, eval rows as a table, every run finished,
 files beside the sweep's results, a resumed run continuing its own W&B run, the resolved spec
-as config, and the report's leaderboard logged as a table into the runs' project."""
+as config, and the report's leaderboard logged as a table into the runs' project.
+
+Mutation check: in suite/tracking.py wandb_id, safe[:MAX_ID - len(digest) - 1] -> safe[:MAX_ID - len(digest)]
+(no room for the '-') makes test_wandb_ids_are_stable_distinct_per_sweep_and_valid fail."""
 import json
 import warnings
 
