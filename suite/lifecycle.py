@@ -84,6 +84,13 @@ class RunLifecycle:
         save_trained(self.work, self.model, {"result": dataclasses.asdict(result), "diag_rows": self.diag_rows})
         self.timing["store_s"] = time.perf_counter() - mark
 
+    def score(self, result: TrainResult) -> list[dict]:
+        """The run's result rows: evaluated when training ended ok, else marked diverged."""
+        mark = time.perf_counter()
+        rows = self.evaluate() if result.status == "ok" else self.diverged_rows(result)
+        self.timing["eval_s"] = time.perf_counter() - mark - self.timing.get("eval_sets_s", 0.0)
+        return rows
+
     def evaluate(self) -> list[dict]:
         """Every task at every eval length, plus the trained diagnostics when the run has a probe."""
         rows = evaluate(self.model, self.spec, self.tasks, self.device, cache_dir=Path(self.results_dir) / "_evalsets",

@@ -94,8 +94,7 @@ def _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, 
             return None
         if trained_now:
             run.save(result)
-        rows = run.evaluate() if result.status == "ok" else run.diverged_rows(result)
-        return run.store(result, rows)
+        return run.store(result, run.score(result))
     finally:
         run.tracker.finish()
 

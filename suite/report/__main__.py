@@ -36,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no results under {folder}", file=sys.stderr)
         return 1
     if args.metric is not None and args.metric not in set(df.metric):
-        p.error(f"--metric {args.metric!r}: no stored row under {folder} has it; valid: {', '.join(sorted(set(df.metric)))}")
+        p.exit(2, f"{p.prog}: error: --metric {args.metric!r}: no stored row under {folder} has it; "
+                  f"valid: {', '.join(sorted(set(df.metric)))}\n")
     r = render.build(df, args.sweep, args.tie, args.threshold, args.metric)
     if r["warning"]:
         print(f"warning: {r['warning']}", file=sys.stderr)
