@@ -1,4 +1,7 @@
-"""Spans hide what lies outside them, and every attention path equals the reference."""
+"""Spans hide what lies outside them, and every attention path equals the reference.
+
+Mutation check: in suite/span/swa.py SlidingWindow.allowed, d < window -> d <= window makes
+test_sliding_window_hides_keys_outside_the_window fail."""
 import warnings
 
 import pytest

@@ -1,4 +1,7 @@
-"""make bench's measuring tools measure what they claim (no timing assertions here)."""
+"""make bench's measuring tools measure what they claim (no timing assertions here).
+
+Mutation check: in suite/bench.py targets, the swa evaluation-time ratio 16K / 4K -> 4K / 16K makes
+test_targets_compare_the_measured_ratios fail."""
 import subprocess
 import sys
 from pathlib import Path

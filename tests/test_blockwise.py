@@ -1,4 +1,8 @@
-"""The blockwise sliding-window and chunked paths equal the reference and never build T x T."""
+"""The blockwise sliding-window and chunked paths equal the reference and never build T x T.
+
+Mutation check: in suite/attention.py blockwise_attention, ks = max(0, qs - reach + 1) ->
+max(0, qs - reach + 2) drops the oldest key of each block's window and makes
+test_blockwise_equals_reference_values_and_gradients fail for swa."""
 import subprocess
 import sys
 from pathlib import Path

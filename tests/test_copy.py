@@ -1,4 +1,7 @@
-"""The copy task and the shared vocabulary."""
+"""The copy task and the shared vocabulary.
+
+Mutation check: in tasks/copy.py Copy.generate, answer_spans (n + 2, ...) -> (n + 1, ...) makes
+test_copy_has_the_requested_length_and_its_answer_is_the_sequence fail."""
 import numpy as np
 import pytest
 

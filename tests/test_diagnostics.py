@@ -1,4 +1,7 @@
-"""Diagnostics on constructed cases with known answers."""
+"""Diagnostics on constructed cases with known answers.
+
+Mutation check: in suite/diagnostics.py logit_profile, logits.diagonal(offset=-d) -> offset=d makes
+test_logit_profile_recovers_an_alibi_slope fail."""
 import numpy as np
 import pytest
 import torch

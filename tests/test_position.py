@@ -1,4 +1,7 @@
-"""Each position scheme against its paper's formula."""
+"""Each position scheme against its paper's formula.
+
+Mutation check: in suite/position/alibi.py alibi_slopes, the extra slopes [0::2] -> [1::2] makes
+test_alibi_slopes_12_heads_follow_the_non_power_of_two_rule fail."""
 import math
 
 import pytest

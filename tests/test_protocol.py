@@ -1,5 +1,8 @@
 """The training protocol of Kazemnejad et al. 2023 (uniform lengths), the code digest in every
-run id, and the copy / reverse / copy_repeat variants of the reproduction."""
+run id, and the copy / reverse / copy_repeat variants of the reproduction.
+
+Mutation check: in suite/batch.py sample_length, rng.integers(lo, hi + 1) -> rng.integers(lo, hi)
+makes test_every_training_length_from_the_minimum_up_is_equally_frequent fail."""
 import shutil
 from collections import Counter
 

@@ -1,4 +1,7 @@
-"""The sweep wall-time breakdown adds up, and a multirun logs what it needs."""
+"""The sweep wall-time breakdown adds up, and a multirun logs what it needs.
+
+Mutation check: in suite/sweep_time.py latest_multirun, dropping the start <= bound of the timestamp
+window makes test_breakdown_adds_up_to_the_worker_time fail."""
 import json
 
 import pytest

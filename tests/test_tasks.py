@@ -1,4 +1,7 @@
-"""Properties every task must have, the task sets, shared eval sets and ``tasks.show``."""
+"""Properties every task must have, the task sets, shared eval sets and ``tasks.show``.
+
+Mutation check: in suite/evalsets.py eval_set_hash, dropping "seed" from the hashed key makes
+test_eval_sets_are_cached_by_hash_and_identical_to_fresh_generation fail."""
 import json
 import subprocess
 import sys
@@ -9,7 +12,7 @@ import pytest
 
 from suite.config import CONF_DIR
 from suite.evalcache import eval_set
-from suite.evalsets import eval_set_hash
+from suite.evalsets import eval_set_hash, generator_digest
 from tasks import TASKS, build_task
 from tasks.base import decode, encode
 from tests.conftest import make_spec
@@ -82,7 +85,12 @@ def test_eval_sets_are_cached_by_hash_and_identical_to_fresh_generation(tmp_path
     c, _ = eval_set("niah_single", {}, task, 64, seed=3, n=5, cache_dir=None)
     assert ha == hb and [x.tokens for x in a] == [x.tokens for x in b] == [x.tokens for x in c]
     assert [x.answer_spans for x in b] == [x.answer_spans for x in c]
-    assert eval_set_hash("niah_single", {}, 64, 4, 5) != ha and eval_set_hash("niah_single", {}, 128, 3, 5) != ha
+    # the hash names the set: the same arguments give it again, and each argument changes it
+    generator = generator_digest(type(task))
+    assert eval_set_hash("niah_single", {}, 64, 3, 5, generator) == ha
+    for other in [("niah_single", {}, 64, 4, 5), ("niah_single", {}, 128, 3, 5), ("niah_single", {}, 64, 3, 6),
+                  ("niah_single", {"n_keys": 2}, 64, 3, 5), ("niah_multikey", {}, 64, 3, 5)]:
+        assert eval_set_hash(*other, generator) != ha, other
 
 
 def _cut_to_one_example(payload):

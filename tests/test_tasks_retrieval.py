@@ -1,4 +1,7 @@
-"""Reverse, MQAR and the four RULER needle-in-a-haystack tasks: format, answers, scoring."""
+"""Reverse, MQAR and the four RULER needle-in-a-haystack tasks: format, answers, scoring.
+
+Mutation check: in tasks/mqar.py Mqar.generate, keys drawn with replace=False -> replace=True makes
+test_exact_length_and_answers_recomputed_from_the_context fail for mqar."""
 from collections import defaultdict
 
 import numpy as np

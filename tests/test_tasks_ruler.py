@@ -1,5 +1,10 @@
 """RULER-style tasks (vt, cwe, fwe, qa) and candidate ranking: every answer is recomputed here
-from the example's tokens alone, independently of the generators."""
+from the example's tokens alone, independently of the generators.
+
+Mutation check: in tasks/vt.py VariableTracking.generate, noise_pool =
+np.setdiff1d(WORD_IDS, np.ravel(names)) -> noise_pool = WORD_IDS makes
+test_vt_answers_follow_the_assignments fail; so does a link assigning chain[0] instead of
+chain[i - 1]."""
 import dataclasses
 from collections import Counter
 from pathlib import Path
@@ -132,6 +137,8 @@ def test_vt_answers_follow_the_assignments(length, n_chains, hops, minimum):
         if rhs == value or rhs in chain:
             chain.append(lhs)
     assert answer_tokens(ex) == chain and len(chain) == hops + 1
+    # each link assigns the previous variable (a hop), not the chain's first one
+    assert [rhs for lhs, rhs in statements if lhs in chain] == [value, *chain[:-1]]
     # distractor chains start from other numbers; noise words are never variables
     assert len({rhs for _, rhs in statements if rhs in NUMBERS}) == n_chains
     statement_pos = {j + d for j, t in enumerate(context) if t == ASSIGN_ID for d in (-1, 0, 1, 2)}
