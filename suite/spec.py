@@ -346,66 +346,90 @@ def _check_device(device: str) -> None:
         raise SpecError(f"unknown train.device {device!r}; valid: cpu, cuda, cuda:N (a GPU index), mps") from None
 
 
-def build(cfg: DictConfig | dict) -> RunSpec:
-    """Validate a composed Hydra config and return the frozen run spec. Every broken rule of the
-    schema is reported at once, each naming its full key."""
-    cfg = _typed_root(cfg)
-    m, t, e = _plain(cfg.model), _plain(cfg.train), _plain(cfg.eval)
+def _schema_errors(cfg: DictConfig) -> list[str]:
+    """Every range, choice and value rule of the schema that ``cfg`` breaks, by full key."""
     errors = schema.range_errors(_plain(cfg), schema.PosBenchConf, "")
     for group, cls in schema.GROUPS.items():
         if cfg.get(group) is not None:
             errors += schema.range_errors(_plain(cfg[group]), cls, group)
     if cfg.get("logger") is not None and (problem := dir_problem(cfg.logger.get("dir"))):
         errors.append(problem)
-    if errors:
-        raise SpecError("; ".join(errors))
-    try:
-        _require(m["d_model"] % m["n_heads"] == 0,
-                 f"model.n_heads={m['n_heads']} does not divide model.d_model={m['d_model']}; "
-                 f"valid head counts: {[h for h in range(1, m['d_model'] + 1) if m['d_model'] % h == 0]}")
-        _require(t.get("min_len") is None or t["min_len"] <= t["seq_len"],
-                 f"train.min_len={t.get('min_len')}: must be in [1, train.seq_len={t['seq_len']}] (or null)")
-        _check_device(t["device"])
-        multiples = tuple(float(x) for x in e["multiples"])
+    return errors
 
-        layers = resolve_layers(_plain(cfg.position), _plain(cfg.span), _plain(cfg.pattern), m["n_layers"])
-        longest = max(int(round(x * t["seq_len"])) for x in multiples)
-        layers = tuple(_size_tables(layer, longest) for layer in layers)
-        for i, layer in enumerate(layers):
-            table = getattr(layer.position_cfg, "max_positions", None)
-            _require(table is None or table >= t["seq_len"],
-                     f"layer {i}: learned max_positions={table} is shorter than train.seq_len={t['seq_len']}")
 
-        tasks, taskset = resolve_tasks(cfg)
-        for task in tasks:
-            _require(_unfit(task, t["seq_len"]) is None,
-                     f"task {task.name} cannot fill train.seq_len={t['seq_len']}: {_unfit(task, t['seq_len'])}")
-            for x in multiples:
-                n = int(round(x * t["seq_len"]))
-                _require(_unfit(task, n) is None,
-                         f"task {task.name} cannot fill the eval length {n} (eval.multiples {x:g} x train.seq_len): {_unfit(task, n)}")
-        sweep = str(cfg.get("sweep_name", "dev"))
-        _require(SWEEP_NAME.fullmatch(sweep) is not None,
-                 f"sweep_name={sweep!r}: must be letters, digits, '.', '_' or '-', not starting with '.' or '_' "
-                 "(it names a folder under results_dir; '_' folders hold checkpoints and eval sets)")
-    except SpecError:
-        raise
-    except (ValueError, TypeError, KeyError) as err:
-        raise SpecError(str(err)) from None
+def _check_shapes(m: dict, t: dict) -> None:
+    _require(m["d_model"] % m["n_heads"] == 0,
+             f"model.n_heads={m['n_heads']} does not divide model.d_model={m['d_model']}; "
+             f"valid head counts: {[h for h in range(1, m['d_model'] + 1) if m['d_model'] % h == 0]}")
+    _require(t.get("min_len") is None or t["min_len"] <= t["seq_len"],
+             f"train.min_len={t.get('min_len')}: must be in [1, train.seq_len={t['seq_len']}] (or null)")
+    _check_device(t["device"])
 
-    model = ModelSpec(
-        name=m["name"], n_layers=m["n_layers"], d_model=m["d_model"], n_heads=m["n_heads"], d_ff=m["d_ff"],
-        vocab_size=VOCAB_SIZE, train_len=t["seq_len"], pattern=cfg.pattern.name, layers=layers,
-        attention=m["attention"],
-    )
-    train = TrainSpec(
+
+def _sized_layers(cfg: DictConfig, n_layers: int, train_len: int, longest: int) -> tuple[LayerSpec, ...]:
+    """The pattern tiled over the depth, learned tables sized to the longest eval length."""
+    layers = resolve_layers(_plain(cfg.position), _plain(cfg.span), _plain(cfg.pattern), n_layers)
+    layers = tuple(_size_tables(layer, longest) for layer in layers)
+    for i, layer in enumerate(layers):
+        table = getattr(layer.position_cfg, "max_positions", None)
+        _require(table is None or table >= train_len,
+                 f"layer {i}: learned max_positions={table} is shorter than train.seq_len={train_len}")
+    return layers
+
+
+def _check_fit(tasks: tuple[TaskSpec, ...], train_len: int, multiples: tuple[float, ...]) -> None:
+    """Every task can fill the training length and every eval length."""
+    for task in tasks:
+        _require(_unfit(task, train_len) is None,
+                 f"task {task.name} cannot fill train.seq_len={train_len}: {_unfit(task, train_len)}")
+        for x in multiples:
+            n = int(round(x * train_len))
+            _require(_unfit(task, n) is None,
+                     f"task {task.name} cannot fill the eval length {n} (eval.multiples {x:g} x train.seq_len): {_unfit(task, n)}")
+
+
+def _sweep_name(cfg: DictConfig) -> str:
+    sweep = str(cfg.get("sweep_name", "dev"))
+    _require(SWEEP_NAME.fullmatch(sweep) is not None,
+             f"sweep_name={sweep!r}: must be letters, digits, '.', '_' or '-', not starting with '.' or '_' "
+             "(it names a folder under results_dir; '_' folders hold checkpoints and eval sets)")
+    return sweep
+
+
+def _train_spec(t: dict) -> TrainSpec:
+    return TrainSpec(
         name=t["name"], seq_len=t["seq_len"], steps=t["steps"], batch_size=t["batch_size"], lr=float(t["lr"]),
         warmup=t["warmup"], min_lr_ratio=float(t["min_lr_ratio"]), weight_decay=float(t["weight_decay"]),
         grad_clip=float(t["grad_clip"]), beta1=float(t["betas"][0]), beta2=float(t["betas"][1]),
         loss_on=t["loss_on"], device=t["device"], precision=t["precision"], compile=bool(t["compile"]),
         fused_optimizer=bool(t["fused_optimizer"]), min_len=t.get("min_len"),
     )
+
+
+def build(cfg: DictConfig | dict) -> RunSpec:
+    """Validate a composed Hydra config and return the frozen run spec. Every broken rule of the
+    schema is reported at once, each naming its full key; then shapes, layers, task lengths and
+    the sweep name are checked, before anything trains."""
+    cfg = _typed_root(cfg)
+    m, t, e = _plain(cfg.model), _plain(cfg.train), _plain(cfg.eval)
+    errors = _schema_errors(cfg)
+    if errors:
+        raise SpecError("; ".join(errors))
+    multiples = tuple(float(x) for x in e["multiples"])
+    try:
+        _check_shapes(m, t)
+        layers = _sized_layers(cfg, m["n_layers"], t["seq_len"], max(int(round(x * t["seq_len"])) for x in multiples))
+        tasks, taskset = resolve_tasks(cfg)
+        _check_fit(tasks, t["seq_len"], multiples)
+        sweep = _sweep_name(cfg)
+    except SpecError:
+        raise
+    except (ValueError, TypeError, KeyError) as err:
+        raise SpecError(str(err)) from None
+    model = ModelSpec(name=m["name"], n_layers=m["n_layers"], d_model=m["d_model"], n_heads=m["n_heads"], d_ff=m["d_ff"],
+                      vocab_size=VOCAB_SIZE, train_len=t["seq_len"], pattern=cfg.pattern.name, layers=layers,
+                      attention=m["attention"])
     ev = EvalSpec(multiples=multiples, n_examples=e["n_examples"], batch_size=e["batch_size"], seed=e["seed"],
-                  diagnostics=bool(e.get("diagnostics", False)), diagnostics_every=int(e.get("diagnostics_every", 0)))
-    return RunSpec(model=model, train=train, tasks=tasks, taskset=taskset, eval=ev, seed=int(cfg.seed),
+                  diagnostics=bool(e["diagnostics"]), diagnostics_every=int(e["diagnostics_every"]))
+    return RunSpec(model=model, train=_train_spec(t), tasks=tasks, taskset=taskset, eval=ev, seed=int(cfg.seed),
                    sweep=sweep, code=code_digest())
