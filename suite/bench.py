@@ -192,7 +192,8 @@ def plain_table(t: pd.DataFrame, floatfmt: str = ".2f") -> str:
     return t.to_markdown(index=False, floatfmt=floatfmt, missingval="-")
 
 
-def report(df: pd.DataFrame, peak: float, sweep: Optional[tuple]) -> str:
+def _bare_step_sections(df: pd.DataFrame, peak: float) -> list[str]:
+    """Bare-step tokens/s by path, and training FLOPs against the measured matmul peak."""
     train = df[df.kind == "train"].pivot_table(index=["model", "scheme", "span"], columns="path", values="tokens_per_s")
     train["fast/reference"] = train["sdpa"] / train["reference"]
     if "hf_llama" in train:
@@ -200,7 +201,32 @@ def report(df: pd.DataFrame, peak: float, sweep: Optional[tuple]) -> str:
     flops = df[(df.kind == "train") & (df.path == "sdpa")].assign(
         gflops=lambda d: training_flops(d.params, d.tokens_per_s) / 1e9)
     flops["fraction_of_matmul_peak"] = flops.gflops / peak
-    ev = df[df.kind == "eval"]
+    return [
+        "## Training tokens/s (bare step)", "",
+        "Batch and length as in `bench.csv`; `sdpa` is PosBench's fast path, `reference` its "
+        "materialized-logits path, `hf_llama` a Hugging Face `LlamaForCausalLM` of the same shape. "
+        "Paths compared in a ratio are timed in turn and keep their best round.", "",
+        plain_table(train), "",
+        "## Training FLOPs (6 x params x tokens/s) as a fraction of the matmul peak", "",
+        plain_table(flops[["model", "scheme", "span", "gflops", "fraction_of_matmul_peak"]], floatfmt=".3f"), "",
+    ]
+
+
+def _eval_sections(df: pd.DataFrame) -> list[str]:
+    """Evaluation time and peak memory against length, one table per scheme."""
+    lines = ["## Evaluation: time (s) and peak memory (MB) against length, batch 1, `small`", "",
+             "Peak memory is the growth of the process's resident high-water mark during the forward, "
+             "each point in a fresh process.", ""]
+    for scheme, e in df[df.kind == "eval"].groupby("scheme", sort=False):
+        table = e.pivot_table(index="length", columns="span", values=["seconds", "peak_mb"], dropna=False)
+        lines += [f"### {scheme}", "", plain_table(table), ""]
+        for note in e.dropna(subset=["note"]).itertuples() if "note" in e else []:
+            lines.append(f"- {scheme} {note.span} at {note.length}: {note.note}")
+    return lines
+
+
+def report(df: pd.DataFrame, peak: float, sweep: Optional[tuple]) -> str:
+    """``reports/perf/index.md``: every measurement of one ``make bench`` run, then the targets."""
     lines = [
         "# PosBench performance", "",
         f"Measured in one run of `make bench` on {platform.machine()} ({os.cpu_count()} cores, "
@@ -217,26 +243,11 @@ def report(df: pd.DataFrame, peak: float, sweep: Optional[tuple]) -> str:
         _optimizer_table(df), "",
         "## The whole sweep against the same runs trained by HF Llama", "",
         _sweep_level_text(df), "",
-        "## Training tokens/s (bare step)", "",
-        "Batch and length as in `bench.csv`; `sdpa` is PosBench's fast path, `reference` its "
-        "materialized-logits path, `hf_llama` a Hugging Face `LlamaForCausalLM` of the same shape. "
-        "Paths compared in a ratio are timed in turn and keep their best round.", "",
-        plain_table(train), "",
-        "## Training FLOPs (6 x params x tokens/s) as a fraction of the matmul peak", "",
-        plain_table(flops[["model", "scheme", "span", "gflops", "fraction_of_matmul_peak"]], floatfmt=".3f"),
-        "", "## Evaluation: time (s) and peak memory (MB) against length, batch 1, `small`", "",
-        "Peak memory is the growth of the process's resident high-water mark during the forward, "
-        "each point in a fresh process.", "",
+        *_bare_step_sections(df, peak), *_eval_sections(df),
+        "", "## GPU", "", "`make bench-gpu` on a CUDA machine measures bf16 training, MFU and FlexAttention "
+        "against SDPA (`suite.bench_gpu`, written to `reports/perf-gpu/`).", "", "## Targets", "",
+        *targets(df, sweep),
     ]
-    for scheme, e in ev.groupby("scheme", sort=False):
-        table = e.pivot_table(index="length", columns="span", values=["seconds", "peak_mb"], dropna=False)
-        lines += [f"### {scheme}", "", plain_table(table), ""]
-        for note in e.dropna(subset=["note"]).itertuples() if "note" in e else []:
-            lines.append(f"- {scheme} {note.span} at {note.length}: {note.note}")
-    lines += ["", "## GPU", "", "`make bench-gpu` on a CUDA machine measures bf16 training, MFU and FlexAttention "
-              "against SDPA (`suite.bench_gpu`, written to `reports/perf-gpu/`)."]
-    lines += ["", "## Targets", ""]
-    lines += targets(df, sweep)
     if sweep is not None:
         table, record = sweep
         lines += ["", f"## Where the `{record['sweep']}` sweep's wall time goes", "",
