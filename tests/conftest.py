@@ -1,6 +1,7 @@
 import warnings
 
 import pytest
+import torch
 
 from suite.config import compose_config
 from suite.spec import build
@@ -16,3 +17,12 @@ def make_spec(*overrides):
 @pytest.fixture
 def spec_of():
     return make_spec
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One torch thread while a module's tests run."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -30,12 +30,7 @@ TINY = ["model.n_layers=2", "model.d_model=32", "model.n_heads=2", "model.d_ff=6
 STOPS = ["?", "|", "</s>", "\n"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(autouse=True)

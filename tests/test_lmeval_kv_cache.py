@@ -31,12 +31,7 @@ CASES = {f"{scheme} {span}": [f"position={scheme}", *overrides] for scheme in SC
 CASES.update(MORE)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @lru_cache(maxsize=None)
