@@ -18,7 +18,7 @@ from suite.diagnostics import diagnostic_rows
 from suite.evaluate import evaluate
 from suite.identity import diagnostic_examples, run_columns
 from suite.model import PosBenchLM
-from suite.progress import StepLog, finished_line
+from suite.progress import StepLog, calls_per_line, finished_line
 from suite.spec import RunSpec
 from suite.tracking import Tracker, wandb_config, wandb_dir, wandb_id
 from suite.train import TrainResult, train
@@ -71,7 +71,8 @@ class RunLifecycle:
         else:
             # off a terminal (no tqdm bar) the main process writes a plain progress line per logged step
             plain = not progress and self.main_rank
-            log_step = StepLog(self.rid, self.spec.train.steps, log.info, self.tracker.log) if plain else self.tracker.log
+            log_step = (StepLog(self.rid, self.spec.train.steps, log.info, self.tracker.log,
+                                every=calls_per_line(self.spec.train.steps, log_every)) if plain else self.tracker.log)
             result = train(self.model, self.spec, [task for _, task in self.tasks], ckpt_path=self.work / "ckpt.pt",
                            ckpt_every=ckpt_every, log=log_step, log_every=log_every, progress=progress,
                            on_step=self._during_training)

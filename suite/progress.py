@@ -22,16 +22,27 @@ def duration(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
-class StepLog:
-    """A ``log(metrics, step)`` callback for ``suite.train.train`` that writes one plain line per
-    call through ``write``, then hands the metrics on to ``forward`` (the W&B tracker).
+LINES_PER_RUN = 10  # plain progress lines a run writes, about: a sweep's log stays readable
 
-    The time left is the steps still to run at the pace measured since the first line (a run
+
+def calls_per_line(total_steps: int, log_every: int) -> int:
+    """Every how many ``log`` calls a plain line is written, so a run writes about LINES_PER_RUN."""
+    return max(1, (total_steps // max(1, log_every) + 1) // LINES_PER_RUN)
+
+
+class StepLog:
+    """A ``log(metrics, step)`` callback for ``suite.train.train`` that writes a plain line through
+    ``write`` on every ``every``-th call and on the last step, and hands every call's metrics on
+    to ``forward`` (the W&B tracker).
+
+    The time left is the steps still to run at the pace measured since the first call (a run
     resumed from a checkpoint measures from where it resumed); the first line has none yet."""
 
     def __init__(self, name: str, total_steps: int, write: Callable[[str], None],
-                 forward: Optional[Callable[[dict, int], None]] = None, clock: Callable[[], float] = time.perf_counter):
+                 forward: Optional[Callable[[dict, int], None]] = None, clock: Callable[[], float] = time.perf_counter,
+                 every: int = 1):
         self.name, self.total, self.write, self.forward, self.clock = name, total_steps, write, forward, clock
+        self.every, self._calls = max(1, every), 0
         self._first: Optional[tuple[float, int]] = None
 
     def eta(self, step: int) -> Optional[float]:
@@ -55,7 +66,10 @@ class StepLog:
                 f"tok/s {tok_s:,.0f} ETA {'-' if eta is None else duration(eta)}")
 
     def __call__(self, metrics: dict, step: int) -> None:
-        self.write(self.line(metrics, step))
+        line = self.line(metrics, step)  # every call, so the pace is measured from the first
+        if self._calls % self.every == 0 or step + 1 >= self.total:
+            self.write(line)
+        self._calls += 1
         if self.forward is not None:
             self.forward(metrics, step)
 

@@ -1,4 +1,5 @@
-"""Progress off a terminal: a plain line every log_every steps (step, loss, tokens/s, time left),
+"""Progress off a terminal: a plain line about ten times a run, on logged steps (step, loss,
+tokens/s, time left),
 and one line per finished run (run id, status, wall time, each task's headline score).
 
 Mutation check: in suite/progress.py StepLog.eta, steps left total - 1 - step -> total - step makes
@@ -11,7 +12,7 @@ import sys
 from pathlib import Path
 
 from suite import store
-from suite.progress import StepLog, duration, finished_line
+from suite.progress import StepLog, calls_per_line, duration, finished_line
 from suite.run import execute, run_id
 from tests.conftest import make_spec
 
@@ -50,6 +51,19 @@ def test_a_resumed_run_measures_its_pace_from_where_it_resumed():
     clock.now += 10.0
     progress({"train/loss": 1.0, "train/tokens_per_s": 1.0}, 600)  # 0.1 s a step, 399 steps left
     assert lines[0].endswith("ETA -") and lines[1].endswith("ETA 40s")
+
+
+def test_a_long_run_writes_about_ten_lines_and_always_its_last_step():
+    lines, forwarded = [], []
+    every = calls_per_line(1750, 10)  # 176 log calls: a line every 17th
+    progress = StepLog("r", 1750, lines.append, lambda m, s: forwarded.append(s), clock=Clock(), every=every)
+    logged = [*range(0, 1750, 10), 1749]
+    for step in logged:
+        progress({"train/loss": 1.0, "train/tokens_per_s": 1.0}, step)
+    shown = [int(line.split()[2].split("/")[0]) for line in lines]
+    assert every == 17 and shown[0] == 1 and shown[-1] == 1750 and 10 <= len(shown) <= 12
+    assert shown[1] - shown[0] == 170 and forwarded == logged  # W&B still gets every logged step
+    assert calls_per_line(12, 5) == 1  # a short run shows every logged step
 
 
 def test_durations_read_plainly():
