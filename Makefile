@@ -35,8 +35,8 @@ sweep: install ## run a sweep (SWEEP=default|kz|windows|hybrids|gpu), then its r
 	$(BIN)/python -m suite.run +sweep=$(SWEEP) $(ARGS)
 	$(MAKE) --no-print-directory report SWEEP=$(SWEEP)
 
-report: install ## build reports/<sweep>/ from results/<sweep>/: leaderboards, MRR, plots (SWEEP=..., METRIC=..., WANDB=offline|online)
-	$(BIN)/python -m suite.report $(SWEEP) $(if $(METRIC),--metric $(METRIC)) $(if $(WANDB),--wandb $(WANDB))
+report: install ## build reports/<sweep>/ from results/<sweep>/: leaderboards, MRR, plots (SWEEP=..., METRIC=..., WANDB=offline|online, PROJECT=..., ENTITY=...)
+	$(BIN)/python -m suite.report $(SWEEP) $(if $(METRIC),--metric $(METRIC)) $(if $(WANDB),--wandb $(WANDB)) $(if $(PROJECT),--project $(PROJECT)) $(if $(ENTITY),--entity $(ENTITY))
 
 report-check: install ## open every reports/*/index.html in headless Chromium and check what a reader sees (apt-get install chromium)
 	$(BIN)/pip install -q -e ".[check]"
