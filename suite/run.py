@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import time
 import warnings
 from pathlib import Path
 

@@ -3,14 +3,12 @@
 Mutation check: in suite/validate.py sweep_jobs, crossing the keys with the last one varying slowest
 instead of the first makes test_sweep_jobs_are_the_jobs_hydras_basic_sweeper_launches fail."""
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
 from suite import store
 from suite.config import CONF_DIR
