@@ -63,6 +63,83 @@ def build_optimizer(model, spec: RunSpec, device: torch.device):
     return torch.optim.AdamW(groups, lr=t.lr, betas=(t.beta1, t.beta2), fused=fused)
 
 
+@dataclass
+class _Setup:
+    """What a run holds between steps: device, optimizer, the step function and this process's rows."""
+
+    device: torch.device
+    optimizer: torch.optim.Optimizer
+    start: int  # first step to run (> 0 when resumed from a checkpoint)
+    step_fn: Callable
+    autocast: torch.autocast
+    rows: slice  # this process's rows of the global batch (all rows without torchrun)
+    n_procs: int
+    params: list
+
+
+def _setup(model, spec: RunSpec, ckpt_path: Optional[Path]) -> _Setup:
+    """Model on its device, the optimizer (restored with the model when a checkpoint exists), DDP
+    under torchrun, ``torch.compile`` and bf16 autocast as the recipe asks."""
+    t = spec.train
+    device = resolve_device(spec)
+    model.to(device).train()
+    rows = distributed.share(t.batch_size)
+    optimizer, start = resume(ckpt_path, model, lambda: build_optimizer(model, spec, device))
+    if device.type == "cuda":
+        torch.set_float32_matmul_precision("high")  # TF32 for what runs outside the bf16 autocast
+    ddp = distributed.wrap(model, device)
+    if t.compile:
+        torch.compiler.reset()  # each run starts with an empty cache: the recompile limit counts per run
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=t.precision == "bf16")
+    return _Setup(device, optimizer, start, torch.compile(ddp) if t.compile else ddp, autocast, rows,
+                  t.batch_size // (rows.stop - rows.start), list(model.parameters()))
+
+
+def _batch(spec: RunSpec, tasks, step: int, run: _Setup):
+    """(tokens, mask, scored, seconds): step ``step``'s batch from a generator seeded by (seed, step),
+    this process's rows of it, the global count of scored tokens, and the time spent generating it."""
+    t = spec.train
+    tb = time.perf_counter()
+    tokens, mask = make_batch(tasks, np.random.default_rng([spec.seed, step]), t.seq_len, t.batch_size, t.min_len)
+    seconds = time.perf_counter() - tb
+    tokens, mask = tokens.to(run.device), mask.to(run.device)
+    if t.loss_on == "all":
+        mask = tokens != PAD_ID
+    scored = mask[:, 1:].sum()  # over the global batch, kept on the device (no host sync)
+    return tokens[run.rows], mask[run.rows], scored, seconds
+
+
+class _Meter:
+    """Progress bar, logged history, tokens seen and batch time of one training run."""
+
+    def __init__(self, spec: RunSpec, start: int, progress: bool, log: Optional[Callable[[dict, int], None]]):
+        self.t0, self.start, self.log = time.perf_counter(), start, log
+        self.bar = tqdm(range(start, spec.train.steps), initial=start, total=spec.train.steps, disable=not progress,
+                        desc=f"train {spec.model.pattern}/{spec.taskset}", leave=False, dynamic_ncols=True)
+        self.loss_value, self.history, self.tokens_seen, self.batch_s = float("nan"), [], 0, 0.0
+
+    def record(self, step: int, out, lr: float) -> None:
+        """Log step ``step``: loss, learning rate, gradient norm and tokens per second so far."""
+        tok_s = self.tokens_seen / max(1e-9, time.perf_counter() - self.t0)
+        self.loss_value = out.loss_value
+        self.bar.set_postfix(loss=f"{self.loss_value:.3f}", tok_s=f"{tok_s:,.0f}")
+        record = {"train/loss": self.loss_value, "train/lr": lr, "train/grad_norm": float(out.grad_norm),
+                  "train/tokens_per_s": tok_s}
+        self.history.append({"step": step, **record})
+        if self.log is not None:
+            self.log(record, step)
+
+    def result(self, status: str, steps_done: int, final_loss: float) -> TrainResult:
+        self.bar.close()
+        return TrainResult(status, steps_done, final_loss, time.perf_counter() - self.t0, self.start,
+                           self.history, self.batch_s)
+
+
+def _set_lr(optimizer, spec: RunSpec, step: int) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = spec.train.lr * lr_at(step, spec)
+
+
 def train(
     model,
     spec: RunSpec,
@@ -75,58 +152,28 @@ def train(
     progress: bool = True,
     on_step: Optional[Callable[[int], None]] = None,
 ) -> TrainResult:
+    """Train ``model`` on ``tasks`` for ``spec.train.steps`` steps, resuming from ``ckpt_path`` when a
+    checkpoint is there and saving one every ``ckpt_every`` steps; ``log(metrics, step)`` gets every
+    ``log_every``-th step and the last; ``on_step(n)`` is called after each of the n steps done."""
     t = spec.train
-    device = resolve_device(spec)
-    model.to(device).train()
-    rows = distributed.share(t.batch_size)  # all rows, or this process's share under torchrun
-    n_procs = t.batch_size // (rows.stop - rows.start)
-    optimizer, start = resume(ckpt_path, model, lambda: build_optimizer(model, spec, device))
-    if device.type == "cuda":
-        torch.set_float32_matmul_precision("high")  # TF32 for what runs outside the bf16 autocast
-    ddp = distributed.wrap(model, device)
-    if t.compile:
-        torch.compiler.reset()  # each run starts with an empty cache: the recompile limit counts per run
-    step_fn = torch.compile(ddp) if t.compile else ddp
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=t.precision == "bf16")
-
-    t0 = time.perf_counter()
-    bar = tqdm(range(start, t.steps), initial=start, total=t.steps, disable=not progress,
-               desc=f"train {spec.model.pattern}/{spec.taskset}", leave=False, dynamic_ncols=True)
-    loss_value, history, tokens_seen, batch_s = float("nan"), [], 0, 0.0
-    params = list(model.parameters())
-    for step in bar:
-        rng = np.random.default_rng([spec.seed, step])
-        tb = time.perf_counter()
-        tokens, mask = make_batch(tasks, rng, t.seq_len, t.batch_size, t.min_len)
-        batch_s += time.perf_counter() - tb
-        tokens, mask = tokens.to(device), mask.to(device)
-        if t.loss_on == "all":
-            mask = tokens != PAD_ID
-        scored = mask[:, 1:].sum()  # over the global batch, kept on the device (no host sync)
-        tokens, mask = tokens[rows], mask[rows]
-        for group in optimizer.param_groups:
-            group["lr"] = t.lr * lr_at(step, spec)
+    run = _setup(model, spec, ckpt_path)
+    meter = _Meter(spec, run.start, progress, log)
+    for step in meter.bar:
+        tokens, mask, scored, seconds = _batch(spec, tasks, step, run)
+        meter.batch_s += seconds
+        _set_lr(run.optimizer, spec, step)
         logged = step % log_every == 0 or step == t.steps - 1
-        out = train_step(step_fn, optimizer, params, tokens, mask, grad_clip=t.grad_clip,
-                         denominator=scored / n_procs, autocast=autocast, reduce=distributed.mean,
-                         check=logged or device.type == "cpu")  # no host sync on a GPU between log steps
+        out = train_step(run.step_fn, run.optimizer, run.params, tokens, mask, grad_clip=t.grad_clip,
+                         denominator=scored / run.n_procs, autocast=run.autocast, reduce=distributed.mean,
+                         check=logged or run.device.type == "cpu")  # no host sync on a GPU between log steps
         if out.stopped:
-            bar.close()
-            return TrainResult("diverged", step, out.loss_value, time.perf_counter() - t0, start, history, batch_s)
-        tokens_seen += tokens.numel() * n_procs
+            return meter.result("diverged", step, out.loss_value)
+        meter.tokens_seen += tokens.numel() * run.n_procs
         if logged:
-            tok_s = tokens_seen / max(1e-9, time.perf_counter() - t0)
-            loss_value = out.loss_value
-            bar.set_postfix(loss=f"{loss_value:.3f}", tok_s=f"{tok_s:,.0f}")
-            record = {"train/loss": loss_value, "train/lr": optimizer.param_groups[0]["lr"],
-                      "train/grad_norm": float(out.grad_norm), "train/tokens_per_s": tok_s}
-            history.append({"step": step, **record})
-            if log is not None:
-                log(record, step)
+            meter.record(step, out, run.optimizer.param_groups[0]["lr"])
         if on_step is not None:
             on_step(step + 1)
-        if (ckpt_path is not None and ckpt_every and (step + 1) % ckpt_every == 0 and step + 1 < t.steps
-                and distributed.is_main()):
-            save_checkpoint(ckpt_path, model, optimizer, step + 1)
-    bar.close()
-    return TrainResult("ok", t.steps, loss_value, time.perf_counter() - t0, start, history, batch_s)
+        if ckpt_path is not None and ckpt_every and (step + 1) % ckpt_every == 0 and step + 1 < t.steps \
+                and distributed.is_main():
+            save_checkpoint(ckpt_path, model, run.optimizer, step + 1)
+    return meter.result("ok", t.steps, meter.loss_value)
