@@ -432,4 +432,6 @@ def build(cfg: DictConfig | dict) -> RunSpec:
     ev = EvalSpec(multiples=multiples, n_examples=e["n_examples"], batch_size=e["batch_size"], seed=e["seed"],
                   diagnostics=bool(e["diagnostics"]), diagnostics_every=int(e["diagnostics_every"]))
     return RunSpec(model=model, train=_train_spec(t), tasks=tasks, taskset=taskset, eval=ev, seed=int(cfg.seed),
-                   sweep=sweep, code=code_digest())
+                   sweep=sweep, code=code_digest(position=tuple(layer.position for layer in layers),
+                                                 span=tuple(layer.span for layer in layers),
+                                                 task=tuple(task.name for task in tasks)))

@@ -7,10 +7,11 @@ import math
 import pytest
 import torch
 
-from suite.position import (
-    SCHEMES, Dims, LengthUnsupported, alibi_slopes, apply_rope, log_length_scale, sinusoidal_table, t5_bucket,
-)
-from suite.position.rope import rope_inv_freq, rotary_dims
+from suite.position import SCHEMES, Dims, LengthUnsupported, log_length_scale
+from suite.position.alibi import alibi_slopes
+from suite.position.rope import apply_rope, rope_inv_freq, rotary_dims
+from suite.position.sinusoidal import sinusoidal_table
+from suite.position.t5 import t5_bucket
 
 
 # ---------------------------------------------------------------- ALiBi (Press et al. 2022)

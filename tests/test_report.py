@@ -134,10 +134,3 @@ def test_html_report_escapes_run_supplied_strings(fixture_store, tmp_path):
     assert "<script>" not in page and "&lt;script&gt;" in page and "<b>sweep</b>" not in page
 
 
-def test_provenance_says_whether_the_runs_were_computed_by_this_checkout():
-    from suite.codedigest import code_digest
-
-    runs = pd.DataFrame({"code_digest": [code_digest(), code_digest()]})
-    assert render._checkout_digest(runs).endswith("(the runs were computed by this code)")
-    stale = pd.DataFrame({"code_digest": [code_digest(), "0123456789ab"]})
-    assert "rerun the sweep" in render._checkout_digest(stale)

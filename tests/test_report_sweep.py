@@ -1,5 +1,5 @@
-"""What a report says about its sweep: cells never pool configurations, mixed code digests are
-flagged, and published results sit beside ours with the agreement of orderings.
+"""What a report says about its sweep: cells never pool configurations, runs whose code changed
+are flagged, and published results sit beside ours with the agreement of orderings.
 
 Mutation check: in suite/report/references.py compare, a pair differs when the signs' product is
 < 0 -> <= 0 (a tie counted as a disagreement) makes test_compare_orders_with_a_published_tie_by_hand fail."""
@@ -32,25 +32,38 @@ def test_one_label_over_two_configs_stays_two_rows():
     assert list(board.scheme) == ["rope", "rope"] and list(board.n) == [2, 2]
 
 
-def test_mixed_code_digests_are_flagged(tmp_path, capsys):
+def _spec(scheme: str) -> dict:
+    return {"model": {"layers": [{"position": scheme, "span": "full"}]}, "tasks": [{"name": "copy"}]}
+
+
+def test_runs_whose_code_changed_are_flagged(tmp_path, capsys):
+    from suite.codedigest import spec_digest
     from suite.report.__main__ import main
 
-    for run, digest in (("rope-0", "old"), ("rope-1", "new"), ("alibi-0", "new")):
+    # rope-0 was computed by other code; rope-1 and alibi-0 carry the digest this checkout gives them
+    for run, stale in (("rope-0", True), ("rope-1", False), ("alibi-0", False)):
         scheme, seed = run.split("-")
+        digest = "0123456789ab" if stale else spec_digest(_spec(scheme))
         rows = [_row(run, scheme, int(seed), "copy", e, 0.5, digest=digest) for e in (32, 64)]
-        store.write_run(tmp_path / "res", "mx", run, {"run_id": run, "sweep": "mx"}, rows)
+        store.write_run(tmp_path / "res", "mx", run, {"run_id": run, "sweep": "mx", "spec": _spec(scheme)}, rows)
+    assert spec_digest(_spec("rope")) != spec_digest(_spec("alibi"))  # each digest covers its own scheme
     assert main(["mx", "--results", str(tmp_path / "res"), "--out", str(tmp_path / "rep")]) == 0
-    warning = "runs from 2 code digests: numbers from older code are mixed in; rerun the sweep"
+    warning = ("1 of 3 runs were computed by other code than this checkout holds: "
+               "their numbers may not be what this code gives; rerun the sweep")
     assert warning in capsys.readouterr().err
     md = (tmp_path / "rep" / "mx" / "index.md").read_text().splitlines()
     assert warning in md[2]  # right under the title
     page = (tmp_path / "rep" / "mx" / "index.html").read_text()
     assert page.index(warning) < page.index("Mean Reciprocal Rank")
-    groups = tables.code_groups(store.load(tmp_path / "res" / "mx"))
-    assert groups.to_dict("records") == [{"git_sha": "abc", "code_digest": "new", "runs": 2},
-                                         {"git_sha": "abc", "code_digest": "old", "runs": 1}]
-    one = store.load(tmp_path / "res" / "mx").assign(code_digest="new")
-    assert tables.mixed_code_warning(one) is None
+    df = store.load(tmp_path / "res" / "mx")
+    assert tables.code_groups(df).to_dict("records") == [{"git_sha": "abc", "code": "current", "runs": 2},
+                                                         {"git_sha": "abc", "code": "stale", "runs": 1}]
+    assert render._checkout_code(df) == "2 of 3 runs (rerun the sweep to refresh the others)"
+    current = df[df.run_id != "rope-0"]
+    assert tables.stale_code_warning(current) is None
+    assert render._checkout_code(current) == "2 of 2 runs (the runs were computed by this code)"
+    # a run stored without its spec cannot be checked: unknown, not stale
+    assert tables.code_status(df.assign(spec=None)).eq("unknown").all()
 
 
 def test_compare_orders_with_a_published_tie_by_hand():

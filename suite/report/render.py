@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.codedigest import code_digest
 from suite.report import references, tables
 from suite.report.plots import plot_profiles, plot_recency, plot_summary, plot_task
 from suite.store import write_atomic
@@ -25,11 +24,13 @@ MRR_CSV = ["scheme", "mrr_ood", "mrr_ood_low", "mrr_ood_high", "mrr_all", "mrr_a
            "cells_ood", "cells_all"]
 
 
-def _checkout_digest(runs: pd.DataFrame) -> str:
-    """The digest of the numeric code this report is built beside, and whether the runs match it."""
-    here = code_digest()
-    same = set(runs.code_digest.dropna().astype(str)) == {here}
-    return f"{here} ({'the runs were computed by this code' if same else 'differs from the runs: rerun the sweep to refresh them'})"
+def _checkout_code(df: pd.DataFrame) -> str:
+    """How many runs this checkout's code would compute as they are (``tables.code_status``)."""
+    status = tables.code_status(df)
+    current = int((status == "current").sum())
+    verdict = ("the runs were computed by this code" if current == len(status)
+               else "rerun the sweep to refresh the others")
+    return f"{current} of {len(status)} runs ({verdict})"
 
 
 def _training(df: pd.DataFrame) -> str:
@@ -46,8 +47,9 @@ def provenance(df: pd.DataFrame) -> dict:
     stamps = pd.to_datetime(runs.timestamp, errors="coerce", utc=True)
     return {
         "git commit": ", ".join(sorted(str(s) for s in runs.git_sha.dropna().unique())),
-        "code digest": ", ".join(sorted(str(s) for s in runs.code_digest.dropna().unique())) or "unknown",
-        "code digest of the checkout building this report": _checkout_digest(runs),
+        "code digests": f"{runs.code_digest.nunique()} (each covers the shared code and the scheme, span and "
+                        "task files its run uses)",
+        "runs whose digest this checkout's code gives": _checkout_code(df),
         "runs": int(runs.run_id.nunique()),
         "training": _training(df),
         "seeds": ", ".join(str(int(s)) for s in sorted(runs.seed.dropna().unique())),
@@ -77,7 +79,7 @@ def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = THR
         "power": power, "tied_share": tables.tied_share(power),
         "breakdowns": {c: tables.breakdown(df, c, metric) for c in tables.varied(df)},
         "recency": tables.recency_table(df), "recency_plot": plot_recency(df), "profile_plot": plot_profiles(df),
-        "provenance": provenance(df), "code_groups": tables.code_groups(df), "warning": tables.mixed_code_warning(df),
+        "provenance": provenance(df), "code_groups": tables.code_groups(df), "warning": tables.stale_code_warning(df),
         "reference": ref,
         "ref_paper": references.paper_scores(ref) if ref else None,
         "ref_ours": references.our_scores(ref, board) if ref else None,

@@ -11,7 +11,7 @@
   training, share of cells where every scheme ties.
 * ``effective_length``: the longest eval length up to which a scheme stays at or above a threshold.
 * ``breakdown``: the same metric by any setting the sweep varies (span, window, pattern, size, ...).
-* ``code_groups``: runs by (git_sha, code_digest), to catch numbers computed by different code.
+* ``code_groups``: runs by commit and by whether this checkout's code gives their digest.
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
+from suite.codedigest import spec_digest
 from suite.report import labels, stats
 from tasks import TASKS
 
@@ -343,19 +344,37 @@ def varied(df: pd.DataFrame) -> list[str]:
     return [c for c in BREAKDOWN_COLUMNS if c in df and df[c].astype(str).nunique() > 1]
 
 
+def code_status(df: pd.DataFrame) -> pd.Series:
+    """Per run id: ``current`` when its stored code digest is the one this checkout gives its spec
+    (``suite.codedigest.spec_digest``: the core plus the schemes, spans and tasks it uses),
+    ``stale`` when it differs, ``unknown`` for a run stored without its spec."""
+    runs = df.drop_duplicates("run_id").set_index("run_id")
+    spec = runs["spec"] if "spec" in runs else pd.Series(None, index=runs.index, dtype=object)
+
+    def status(run_id):
+        if not isinstance(spec[run_id], str):
+            return "unknown"
+        return "current" if spec_digest(spec[run_id]) == str(runs.code_digest[run_id]) else "stale"
+
+    return pd.Series({run_id: status(run_id) for run_id in runs.index}, dtype=object, name="code")
+
+
 def code_groups(df: pd.DataFrame) -> pd.DataFrame:
-    """Runs counted by the code that produced them: ``git_sha, code_digest, runs``."""
-    runs = df.drop_duplicates("run_id")[["git_sha", "code_digest"]].fillna("unknown").astype(str)
-    return runs.value_counts().rename("runs").reset_index().sort_values(["git_sha", "code_digest"],
-                                                                       ignore_index=True)
+    """Runs counted by the commit that ran them and whether this checkout's code gives the same
+    digest: ``git_sha, code, runs``."""
+    runs = df.drop_duplicates("run_id").set_index("run_id")[["git_sha"]].fillna("unknown").astype(str)
+    runs["code"] = code_status(df)
+    return runs.value_counts().rename("runs").reset_index().sort_values(["git_sha", "code"], ignore_index=True)
 
 
-def mixed_code_warning(df: pd.DataFrame) -> str | None:
-    """A warning line when the sweep's runs come from more than one code digest, else None."""
-    digests = df.drop_duplicates("run_id").code_digest.fillna("unknown").nunique()
-    if digests <= 1:
+def stale_code_warning(df: pd.DataFrame) -> str | None:
+    """A warning line when some runs were computed by code that differs from this checkout's, else None."""
+    status = code_status(df)
+    stale = int((status == "stale").sum())
+    if not stale:
         return None
-    return f"runs from {digests} code digests: numbers from older code are mixed in; rerun the sweep"
+    return (f"{stale} of {len(status)} runs were computed by other code than this checkout holds: "
+            "their numbers may not be what this code gives; rerun the sweep")
 
 
 def diagnostics(df: pd.DataFrame, metric: str) -> pd.DataFrame:

@@ -1,0 +1,89 @@
+"""The code digest in every run id: it covers the shared numeric code and the scheme, span and
+task files a run uses, so a change retrains exactly the runs it could change.
+
+Mutation check: in suite/codedigest.py numeric_files, dropping ``todo += _imported_files(path, root)``
+makes test_a_piece_changes_only_the_runs_that_use_it fail (copy_repeat imports copy); in
+catalogue, ``if not names`` -> ``if names`` makes test_pieces_are_found_from_the_source fail."""
+import shutil
+
+import pytest
+
+import suite.spec
+from suite import codedigest
+from suite.codedigest import ROOT, code_digest, numeric_files, spec_digest
+from suite.position import SCHEMES
+from suite.span import SPANS
+from tasks import TASKS
+from tests.conftest import make_spec
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """A copy of the numeric code to edit; the caches are cleared before and after."""
+    for part in ("suite", "tasks"):
+        shutil.copytree(ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
+    code_digest.cache_clear(), codedigest.catalogue.cache_clear()
+    yield tmp_path
+    code_digest.cache_clear(), codedigest.catalogue.cache_clear()
+
+
+def _edit(path, text="\n# edited\n"):
+    path.write_text(path.read_text() + text)
+    code_digest.cache_clear(), codedigest.catalogue.cache_clear()
+
+
+def _digest(root, spec):
+    return spec_digest(spec.to_dict(), root)
+
+
+def test_pieces_are_found_from_the_source():
+    pieces, shared = codedigest.catalogue()
+    for kind, registry in (("position", SCHEMES), ("span", SPANS), ("task", TASKS)):
+        assert {name for k, name in pieces if k == kind} == set(registry)
+        assert all(pieces[(kind, name)].stem == cls.__module__.rsplit(".", 1)[1] for name, cls in registry.items())
+    assert {p.relative_to(ROOT).as_posix() for p in shared} >= {"suite/position/base.py", "suite/span/base.py",
+                                                                 "tasks/base.py", "tasks/__init__.py"}
+
+
+def test_a_run_spec_carries_the_digest_of_what_it_uses():
+    spec = make_spec("position=rope", "span=swa", "task=vt")
+    files = {f.relative_to(ROOT).as_posix() for f in numeric_files(position=["rope"], span=["swa"], task=["vt"])}
+    assert {"suite/model.py", "suite/train.py", "suite/position/rope.py", "suite/span/swa.py", "tasks/vt.py"} <= files
+    assert not files & {"suite/position/alibi.py", "suite/span/chunked.py", "tasks/copy.py", "suite/report/tables.py"}
+    assert spec.code == code_digest(position=("rope",), span=("swa",), task=("vt",)) == _digest(ROOT, spec)
+
+
+def test_a_changed_core_file_changes_every_run_id(tree, monkeypatch):
+    before = make_spec("position=alibi")
+    assert _digest(tree, before) == before.code
+    _edit(tree / "suite" / "model.py")
+    changed = _digest(tree, before)
+    assert changed != before.code and _digest(tree, make_spec("position=nope")) != make_spec("position=nope").code
+    monkeypatch.setattr(suite.spec, "code_digest", lambda **used: changed)
+    after = make_spec("position=alibi")
+    assert after.code == changed and after.run_id != before.run_id and after.config_hash != before.config_hash
+    _edit(tree / "suite" / "report" / "tables.py", "# reports do not compute numbers\n")
+    assert _digest(tree, before) == changed
+
+
+def test_a_piece_changes_only_the_runs_that_use_it(tree):
+    rope, nope = make_spec("position=rope"), make_spec("position=nope")
+    copy_repeat, vt = make_spec("position=nope", "task=copy_repeat"), make_spec("position=nope", "task=vt")
+    _edit(tree / "suite" / "position" / "rope.py")
+    assert _digest(tree, rope) != rope.code and _digest(tree, nope) == nope.code
+    _edit(tree / "tasks" / "copy.py")  # copy_repeat imports copy's generator
+    assert _digest(tree, copy_repeat) != copy_repeat.code and _digest(tree, vt) == vt.code
+    (tree / "suite" / "position" / "zzz.py").write_text(
+        "from suite.position.base import PositionScheme\n\n\nclass Zzz(PositionScheme):\n    name = \"zzz\"\n")
+    code_digest.cache_clear(), codedigest.catalogue.cache_clear()
+    assert _digest(tree, vt) == vt.code  # a new scheme file leaves other runs alone
+    _edit(tree / "suite" / "position" / "base.py")  # shared by every scheme
+    assert _digest(tree, vt) != vt.code
+
+
+def test_a_spec_naming_a_missing_piece_has_no_digest():
+    spec = make_spec("position=rope").to_dict()
+    spec["model"]["layers"][0]["position"] = "gone"
+    assert spec_digest(spec) is None
+    with pytest.raises(ValueError, match="no position named 'gone'.*valid: alibi, learned"):
+        numeric_files(position=["gone"])
