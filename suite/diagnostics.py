@@ -22,6 +22,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from suite.slices import format_slice
+
 
 SITES = ("attn_out", "resid_mid", "mlp_in", "mlp_out", "resid_out")
 
@@ -205,21 +207,21 @@ def diagnostic_rows(model, examples, stage: str) -> list[dict]:
     for r in recency_profiles(model, tokens, lags):
         by_site.setdefault((r["layer"], r["site"]), {})[r["lag"]] = r["value"]
         rows.append({"metric": "recency_cos", "value": r["value"],
-                     "slice": f"at={stage},layer={r['layer']},site={r['site']},lag={r['lag']}"})
+                     "slice": format_slice(at=stage, layer=r["layer"], site=r["site"], lag=r["lag"])})
     for (layer, site), prof in sorted(by_site.items()):
         rows.append({"metric": "recency_gap", "value": prof[1] - prof[far],
-                     "slice": f"at={stage},layer={layer},site={site},far={far}"})
+                     "slice": format_slice(at=stage, layer=layer, site=site, far=far)})
     for layer, logits in enumerate(model.attention_logits(tokens)):
         per_head = logit_profile(logits)  # (H, T)
         profiles = [(str(h), per_head[h]) for h in range(per_head.shape[0])] + [("mean", per_head.nanmean(dim=0))]
         for head, prof in profiles:
             for lag in [0, *lags]:
                 rows.append({"metric": "logit_profile", "value": float(prof[lag]),
-                             "slice": f"at={stage},layer={layer},head={head},lag={lag}"})
+                             "slice": format_slice(at=stage, layer=layer, head=head, lag=lag)})
             rows.append({"metric": "logit_gap", "value": float(prof[1] - prof[far]),
-                         "slice": f"at={stage},layer={layer},head={head},far={far}"})
+                         "slice": format_slice(at=stage, layer=layer, head=head, far=far)})
     if all("needle_pos" in ex.meta for ex in examples):
         for r in attention_mass(model, examples):
             rows.append({"metric": "attn_mass", "value": r["value"],
-                         "slice": f"at={stage},layer={r['layer']},segment={r['segment']}"})
+                         "slice": format_slice(at=stage, layer=r["layer"], segment=r["segment"])})
     return rows
