@@ -1,7 +1,8 @@
 """Diagnostics on constructed cases with known answers.
 
 Mutation check: in suite/diagnostics.py logit_profile, logits.diagonal(offset=-d) -> offset=d makes
-test_logit_profile_recovers_an_alibi_slope fail."""
+test_logit_profile_recovers_an_alibi_slope fail; segment_share .sum(-1) -> .mean(-1) makes
+test_segment_shares_under_uniform_causal_attention_count_the_keys_seen fail."""
 import numpy as np
 import pytest
 import torch
@@ -37,12 +38,16 @@ def test_uniform_causal_attention_decays_far_more_slowly():
     assert dg.recency_gap(causal, lags, 32) < 0.4 < dg.recency_gap(window, lags, 32)
 
 
-def test_first_token_share_under_uniform_causal_attention_is_one_over_t():
+def test_segment_shares_under_uniform_causal_attention_count_the_keys_seen():
     T = 50
     allowed = torch.tril(torch.ones(T, T))
     probs = (allowed / allowed.sum(-1, keepdim=True)).expand(2, 3, T, T)
     t = torch.arange(1, T + 1, dtype=torch.float32)  # position i sees t = i + 1 tokens
-    assert torch.allclose(dg.first_token_share(probs), 1.0 / t)
+    first, last_two = torch.zeros(T, dtype=torch.bool), torch.zeros(T, dtype=torch.bool)
+    first[0], last_two[-2:] = True, True
+    assert torch.allclose(dg.segment_share(probs, first), 1.0 / t)  # the first-token share
+    seen = torch.tensor([0.0] * (T - 2) + [1.0, 2.0])  # keys T-2 and T-1 are seen from those positions on
+    assert torch.allclose(dg.segment_share(probs, last_two), seen / t)
     assert torch.allclose(dg.entropy(probs), torch.log(t), atol=1e-5)
 
 
