@@ -18,6 +18,7 @@ from suite.config import compose_config
 from suite.diagnostics import SITES, diagnostic_rows
 from suite.model import PosBenchLM
 from suite.identity import diagnostic_examples, run_id
+from suite.slices import parse_slice
 from suite.spec import SpecError, build
 
 
@@ -47,8 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     gaps = defaultdict(dict)
     far = None
     for r in rows:
-        if r["metric"] == "recency_gap" or (r["metric"] == "logit_gap" and "head=mean" in r["slice"]):
-            fields = dict(kv.split("=") for kv in r["slice"].split(","))
+        fields = parse_slice(r["slice"])
+        if r["metric"] == "recency_gap" or (r["metric"] == "logit_gap" and fields["head"] == "mean"):
             far = fields["far"]
             gaps[int(fields["layer"])][fields.get("site", "logits")] = r["value"]
     print(f"recency gap f(1) - f({far}) at {stage}, {len(examples)} {task_name} examples of {spec.train.seq_len} tokens")

@@ -16,11 +16,13 @@ Everything here reads a model; nothing writes files.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from suite.slices import format_slice
 
 
 SITES = ("attn_out", "resid_mid", "mlp_in", "mlp_out", "resid_out")
@@ -47,8 +49,12 @@ def cosine_profile(h: torch.Tensor, lags: Iterable[int]) -> torch.Tensor:
     return torch.stack([(h[:, d:] * h[:, :-d]).sum(-1).mean() for d in lags])
 
 
-def recency_gap(profile: torch.Tensor, lags: list[int], far: int) -> float:
-    """f(1) - f(far): how much more alike neighbours are than states ``far`` apart."""
+def recency_gap(profile: Sequence[float] | torch.Tensor, lags: Sequence[int], far: int) -> float:
+    """f(1) - f(far): how much more alike neighbours are than states ``far`` apart.
+
+    ``profile[k]`` is f at lag ``lags[k]``: a cosine profile over the lag grid, or a logit
+    profile over every distance (``lags = range(len(profile))``), the gap of the analysis.
+    """
     return float(profile[lags.index(1)] - profile[lags.index(far)])
 
 
@@ -101,9 +107,10 @@ def logit_profile(logits: torch.Tensor, max_distance: int | None = None) -> torc
     return prof
 
 
-def first_token_share(probs: torch.Tensor) -> torch.Tensor:
-    """Attention on key 0 at each query position, averaged over batch and heads: (T,)."""
-    return probs[..., 0].float().mean(dim=(0, 1))
+def segment_share(probs: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """Attention on the keys ``keys`` marks (bool, (Tk,)) at each query position, averaged over
+    batch and heads: (Tq,) from (B, H, Tq, Tk). Key 0 alone is the first-token (sink) share."""
+    return probs[..., keys].float().sum(-1).mean(dim=(0, 1))
 
 
 def entropy(probs: torch.Tensor) -> torch.Tensor:
@@ -137,7 +144,8 @@ def attention_probs(model, tokens: torch.Tensor) -> list[torch.Tensor]:
 @torch.no_grad()
 def attention_mass(model, examples) -> list[dict]:
     """Rows ``{layer, segment, value}``: the share of attention that each answer-predicting
-    query puts on each segment, averaged over examples and heads, plus ``entropy`` per layer."""
+    query puts on each segment of ``segment_masks`` (``segment_share``), plus its ``entropy``,
+    averaged over heads and queries, then over examples."""
     from suite.batch import collate
 
     tokens, _ = collate(examples)
@@ -146,17 +154,12 @@ def attention_mass(model, examples) -> list[dict]:
     T = tokens.shape[1]
     for layer, p in enumerate(probs):  # (B, H, T, T)
         sums: dict[str, list[float]] = {}
-        ents = []
         for b, ex in enumerate(examples):
-            queries = [s - 1 for s, e in ex.answer_spans]
-            masks = segment_masks(ex, T)
-            for name, mask in masks.items():
-                share = p[b, :, queries][..., torch.from_numpy(mask)].sum(-1).mean().item()
-                sums.setdefault(name, []).append(share)
-            pq = p[b, :, queries]
-            ents.append(float(-(pq * torch.log(pq.clamp(min=1e-30))).sum(-1).mean()))
+            pq = p[b : b + 1, :, [s - 1 for s, e in ex.answer_spans]]  # (1, H, Q, T): answer-predicting queries
+            for name, mask in segment_masks(ex, T).items():
+                sums.setdefault(name, []).append(segment_share(pq, torch.from_numpy(mask)).mean().item())
+            sums.setdefault("entropy", []).append(entropy(pq).mean().item())
         rows += [{"layer": layer, "segment": name, "value": float(np.mean(v))} for name, v in sums.items()]
-        rows.append({"layer": layer, "segment": "entropy", "value": float(np.mean(ents))})
     return rows
 
 
@@ -188,11 +191,11 @@ def far_lag(lags: list[int], length: int) -> int:
 def diagnostic_rows(model, examples, stage: str) -> list[dict]:
     """Result rows (metric, slice, value) of every diagnostic on ``examples``, tagged ``at=stage``.
 
-    Metrics: ``recency_cos`` (slice ``at,layer,site,lag``), ``recency_gap`` (``at,layer,site``),
+    Metrics: ``recency_cos`` (slice ``at,layer,site,lag``), ``recency_gap`` (``at,layer,site,far``),
     ``logit_profile`` (``at,layer,head,lag``; head ``mean`` averages the heads), ``logit_gap``
-    (``at,layer,head``) and, when
-    the examples mark a needle, ``attn_mass`` (``at,layer,segment``; segment ``entropy`` holds
-    the attention entropy).
+    (``at,layer,head,far``) and, when the examples mark a needle, ``attn_mass``
+    (``at,layer,segment``; segment ``entropy`` holds the attention entropy). Slices are written
+    by ``suite.slices.format_slice``; both gaps are ``recency_gap`` of their profile.
     """
     from suite.batch import collate
 
@@ -201,25 +204,25 @@ def diagnostic_rows(model, examples, stage: str) -> list[dict]:
     lags = lag_grid(T)
     far = far_lag(lags, T)
     rows = []
-    by_site: dict[tuple[int, str], dict[int, float]] = {}
+    by_site: dict[tuple[int, str], list[float]] = {}  # f at each lag of ``lags``, in order
     for r in recency_profiles(model, tokens, lags):
-        by_site.setdefault((r["layer"], r["site"]), {})[r["lag"]] = r["value"]
+        by_site.setdefault((r["layer"], r["site"]), []).append(r["value"])
         rows.append({"metric": "recency_cos", "value": r["value"],
-                     "slice": f"at={stage},layer={r['layer']},site={r['site']},lag={r['lag']}"})
+                     "slice": format_slice(at=stage, layer=r["layer"], site=r["site"], lag=r["lag"])})
     for (layer, site), prof in sorted(by_site.items()):
-        rows.append({"metric": "recency_gap", "value": prof[1] - prof[far],
-                     "slice": f"at={stage},layer={layer},site={site},far={far}"})
+        rows.append({"metric": "recency_gap", "value": recency_gap(prof, lags, far),
+                     "slice": format_slice(at=stage, layer=layer, site=site, far=far)})
     for layer, logits in enumerate(model.attention_logits(tokens)):
         per_head = logit_profile(logits)  # (H, T)
         profiles = [(str(h), per_head[h]) for h in range(per_head.shape[0])] + [("mean", per_head.nanmean(dim=0))]
         for head, prof in profiles:
             for lag in [0, *lags]:
                 rows.append({"metric": "logit_profile", "value": float(prof[lag]),
-                             "slice": f"at={stage},layer={layer},head={head},lag={lag}"})
-            rows.append({"metric": "logit_gap", "value": float(prof[1] - prof[far]),
-                         "slice": f"at={stage},layer={layer},head={head},far={far}"})
+                             "slice": format_slice(at=stage, layer=layer, head=head, lag=lag)})
+            rows.append({"metric": "logit_gap", "value": recency_gap(prof, range(len(prof)), far),
+                         "slice": format_slice(at=stage, layer=layer, head=head, far=far)})
     if all("needle_pos" in ex.meta for ex in examples):
         for r in attention_mass(model, examples):
             rows.append({"metric": "attn_mass", "value": r["value"],
-                         "slice": f"at={stage},layer={r['layer']},segment={r['segment']}"})
+                         "slice": format_slice(at=stage, layer=r["layer"], segment=r["segment"])})
     return rows

@@ -22,6 +22,7 @@ from suite.evalcache import eval_set
 from suite.position import LengthUnsupported
 from suite.spec import RunSpec
 from suite.batch import collate, next_token_loss
+from suite.slices import ALL, format_slice
 
 
 def eval_lengths(spec: RunSpec) -> list[int]:
@@ -50,15 +51,16 @@ class _Tally:
 
     def add(self, ex, scores: dict):
         self.n += 1
+        slices = [format_slice(**{key: bucket}) for key, bucket in ex.meta.get("slices", {}).items()]
         for metric, value in scores.items():
             self.sums[metric] += value
-            for key, bucket in ex.meta.get("slices", {}).items():
-                self.slices[(metric, f"{key}={bucket}")].append(value)
+            for s in slices:
+                self.slices[(metric, s)].append(value)
 
     def rows(self):
-        out = [(metric, total / self.n, self.n, "all") for metric, total in self.sums.items()]
-        out.append(("token_accuracy", self.tok_hits / max(self.tok_total, 1), self.n, "all"))
-        out.append(("loss", self.nll / max(self.tok_total, 1), self.n, "all"))
+        out = [(metric, total / self.n, self.n, ALL) for metric, total in self.sums.items()]
+        out.append(("token_accuracy", self.tok_hits / max(self.tok_total, 1), self.n, ALL))
+        out.append(("loss", self.nll / max(self.tok_total, 1), self.n, ALL))
         out += [(m, float(np.mean(v)), len(v), s) for (m, s), v in sorted(self.slices.items())]
         return out
 
@@ -106,7 +108,7 @@ def evaluate(model, spec: RunSpec, tasks, device: Optional[torch.device] = None,
                 timing["eval_sets_s"] = timing.get("eval_sets_s", 0.0) + time.perf_counter() - t0
             base = {"task": task_spec.name, "eval_len": length, "len_ratio": length / spec.train.seq_len,
                     "eval_set": digest}
-            unsupported = {**base, "slice": "all", "metric": "exact_match", "value": float("nan"), "n": 0,
+            unsupported = {**base, "slice": ALL, "metric": "exact_match", "value": float("nan"), "n": 0,
                            "status": "unsupported"}
             if limit is not None and max(len(ex.tokens) for ex in examples) - 1 > limit:
                 rows.append(unsupported)

@@ -25,6 +25,7 @@ from scipy.stats import rankdata
 
 from suite.codedigest import spec_digest
 from suite.report import labels, stats
+from suite.slices import parse_slice
 from tasks import TASKS
 
 TIE_RULES = ("min", "average")
@@ -383,7 +384,7 @@ def diagnostics(df: pd.DataFrame, metric: str) -> pd.DataFrame:
     d = df[(df.metric == metric) & (df.status == "ok")].copy()
     if d.empty:
         return d
-    fields = d.slice.str.split(",").map(lambda kvs: dict(kv.split("=", 1) for kv in kvs))
+    fields = d.slice.map(parse_slice)
     d = d.join(pd.DataFrame(fields.tolist(), index=d.index))
     d["scheme"] = d.apply(scheme_label, axis=1)
     d["layer"] = d["layer"].astype(int)
