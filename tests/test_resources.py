@@ -38,6 +38,9 @@ def test_scores_are_counted_only_where_the_path_builds_them():
     assert alibi - causal == pytest.approx(spec.model.n_heads * 512 * 512 * 4)
     # FlexAttention (the CUDA default) builds no scores at all
     assert estimate_bytes(make_spec(*long, "position=alibi"), torch.device("cuda"))["train"] == pytest.approx(causal)
+    # CoPE's term reads the logits: the reference path on every implementation, FlexAttention's included
+    cope = estimate_bytes(make_spec(*long, "position=cope"), torch.device("cuda"))["train"]
+    assert cope - causal == pytest.approx(2 * scores * spec.model.n_layers, rel=1e-4)
 
 
 def test_a_run_that_cannot_fit_is_refused_with_the_estimate():
