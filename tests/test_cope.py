@@ -1,17 +1,19 @@
 """CoPE (Golovneva et al. 2024) against the paper's equations, worked by hand and by explicit loops.
 
-Mutation check: in suite/position/cope.py CoPE.logit_term, dropping ``/ math.sqrt(q.shape[-1])``
-makes test_three_tokens_worked_by_hand fail; in CoPE.positions, sigmoid(logits) ->
-sigmoid(logits * 2) (gates off the unscaled logits at head_dim 4) makes it fail too; calling
-``logit_term`` before the ``masked_fill`` in suite/attention.py reference_attention makes
-test_masked_keys_have_no_gate_and_add_nothing_to_the_count fail; clamp(max=npos_max - 1) ->
-clamp(max=npos_max) makes test_counts_past_the_table_take_its_last_column fail (index out of
-range); ``frac = (p - floor).detach()`` makes test_term_and_gradients_equal_the_papers_loops fail;
-``nn.init.normal_(self.table)`` in CoPE.__init__ makes test_an_untrained_table_attends_as_nope fail;
-returning ``scheme.logit_term`` as None from the recorded path (``logits`` without the term
-returned by reference_attention) makes test_a_cope_layer_in_a_pattern_records_logits_with_its_term
-fail; dropping ``scheme.logit_term`` from suite/lmeval/kv_cache.py extend makes
-tests/test_lmeval_kv_cache.py's cope cases fail."""
+Mutation check: each one-line change below makes the named test fail. In suite/position/cope.py:
+dropping ``/ math.sqrt(q.shape[-1])`` from the term, gates off sigmoid(2 * logits) (the unscaled
+q.k at head_dim 4), or the forward ``gates.cumsum(-1)`` for the reverse sum:
+test_three_tokens_worked_by_hand; clamp(max=npos_max - 1) -> clamp(max=npos_max):
+test_counts_past_the_table_take_its_last_column; ``frac = (p - floor).detach()``:
+test_term_and_gradients_equal_the_papers_loops; ``self.table.detach()`` in the term:
+test_training_reaches_the_table; a randn table at init: test_an_untrained_table_attends_as_nope;
+``npos_max < 2`` -> ``< 1`` in CoPEConfig: test_bad_npos_max_names_the_value_and_range.
+In suite/attention.py: calling ``logit_term`` before the ``masked_fill`` in reference_attention:
+test_masked_keys_have_no_gate_and_add_nothing_to_the_count; dropping ``scheme.logit_term`` from
+Attention._attend's reference call: test_a_cope_layer_in_a_pattern_records_logits_with_its_term;
+the ``needs_logits`` routing made ``if False``: tests/test_attention.py
+test_every_path_equals_the_reference[cope-full]. Dropping ``scheme.logit_term`` from
+suite/lmeval/kv_cache.py extend: tests/test_lmeval_kv_cache.py test_cached_logits_are_the_forwards[cope full]."""
 import math
 
 import pytest

@@ -1,7 +1,8 @@
 """The pre-flight memory estimate: what it counts, and that it refuses what cannot fit.
 
 Mutation check: in suite/resources.py _attention_bytes, total + 2 * scores -> total + scores (logits
-only, no probabilities) makes test_scores_are_counted_only_where_the_path_builds_them fail."""
+only, no probabilities) makes test_scores_are_counted_only_where_the_path_builds_them fail; so does
+dropping ``or SCHEMES[layer.position].needs_logits`` (CoPE under FlexAttention counted as no scores)."""
 import pytest
 import torch
 
