@@ -1,8 +1,9 @@
 """Causal self-attention with one reference path and two fast paths.
 
-* ``reference``: materializes the pre-softmax logits (scaled q·k + bias, masked entries -inf);
-  tests and diagnostics read them, and it is the only path a learned bias trains through on
-  the CPU.
+* ``reference``: materializes the pre-softmax logits (scaled q·k + bias, masked entries -inf,
+  plus the scheme's ``logit_term``); tests and diagnostics read them, it is the only path a
+  learned bias trains through on the CPU, and a scheme whose term reads the logits
+  (``needs_logits``, CoPE) runs on it whatever the implementation asked for.
 * ``sdpa``: ``F.scaled_dot_product_attention``; ``is_causal=True`` when there is neither bias
   nor window, else one cached 4-D float mask ``[1, H, T, T]`` (a 3-D mask drops to the math
   kernel).
@@ -41,12 +42,18 @@ class Context:
         return self.cache[key]
 
 
-def reference_attention(q, k, v, bias: Optional[torch.Tensor], allowed: torch.Tensor):
-    """q, k, v: (B, H, T, D); bias (H, T, T) or None; allowed (T, T) bool. Returns (out, logits)."""
+def reference_attention(q, k, v, bias: Optional[torch.Tensor], allowed: torch.Tensor,
+                        logit_term: Optional[Callable] = None):
+    """q, k, v: (B, H, T, D); bias (H, T, T) or None; allowed (T, T) bool; ``logit_term(q,
+    logits)``: a scheme's ``PositionScheme.logit_term``, whose term (or None) is added to the
+    masked logits. Returns (out, logits), the logits with the term."""
     logits = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])  # (B, H, T, T)
     if bias is not None:
         logits = logits + bias.to(logits.dtype)
     logits = logits.masked_fill(~allowed, float("-inf"))
+    term = None if logit_term is None else logit_term(q, logits)
+    if term is not None:
+        logits = logits + term  # -inf stays -inf outside the span
     probs = torch.softmax(logits.float(), dim=-1).to(q.dtype)
     return probs @ v, logits
 
@@ -147,6 +154,8 @@ class Attention(nn.Module):
     def _attend(self, q, k, v, scheme, span, ctx):
         pos = ctx.pos
         impl = choose_impl(ctx.impl, q.device)
+        if scheme.needs_logits and impl in ("sdpa", "flex"):  # its term reads logits no fused kernel has
+            impl = "reference"
         if impl == "flex" and not ctx.want_logits:
             return flex_attention_path(q, k, v, scheme, span, ctx)  # builds no H x T x T bias
         if impl == "sdpa" and not ctx.want_logits and span.reach is not None and q.shape[-2] > 2 * BLOCK:
@@ -159,7 +168,7 @@ class Attention(nn.Module):
         learned_bias = bias is not None and bias.requires_grad
         if impl == "reference" or ctx.want_logits or (impl == "sdpa" and learned_bias):
             allowed = ctx.cached(("allowed", span.name, span.cfg), lambda: span.allowed(pos, pos))
-            out, logits = reference_attention(q, k, v, bias, allowed)
+            out, logits = reference_attention(q, k, v, bias, allowed, scheme.logit_term)
             if ctx.want_logits:
                 ctx.logits.append(logits.detach())
             return out

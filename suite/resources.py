@@ -8,9 +8,10 @@ peak; it counts what is held at once:
 * weights, gradients and AdamW's two moments (16 bytes per parameter in fp32);
 * training activations kept for the backward pass, per layer and token (2 bytes each under bf16);
 * attention scores where the chosen path builds them: ``reference`` (and SDPA with a learned
-  bias, which trains through the reference path) keeps ``B x H x T x T`` logits and
-  probabilities per layer; SDPA with a fixed bias or a window at most ``2 x BLOCK`` long builds
-  one ``H x T x T`` mask; FlexAttention and SDPA's causal and blockwise kernels build none.
+  bias, which trains through the reference path, and every path for a scheme whose term reads
+  the logits, ``needs_logits``) keeps ``B x H x T x T`` logits and probabilities per layer;
+  SDPA with a fixed bias or a window at most ``2 x BLOCK`` long builds one ``H x T x T`` mask;
+  FlexAttention and SDPA's causal and blockwise kernels build none.
 
 Evaluation runs without gradients, one layer's intermediates at a time, at the longest
 evaluation length.
@@ -66,7 +67,8 @@ def _attention_bytes(spec: RunSpec, device: torch.device, batch: int, length: in
     for layer in m.layers:
         scores = batch * m.n_heads * length * length * FP32
         bias = _bias_kind(spec, layer)
-        if impl == "reference" or (impl == "sdpa" and training and bias == "learned"):
+        on_reference = impl == "reference" or SCHEMES[layer.position].needs_logits
+        if on_reference or (impl == "sdpa" and training and bias == "learned"):
             # logits and probabilities: kept per layer for the backward, one layer at a time without
             total = total + 2 * scores if training else max(total, 2 * scores)
         elif impl == "sdpa" and (bias != "none" or (layer.span != "full" and length <= 2 * BLOCK)):

@@ -17,7 +17,7 @@ from tests.conftest import make_spec
 
 BASE = ["model.n_layers=2", "model.d_model=32", "model.n_heads=4", "model.d_ff=64", "train.seq_len=16",
         "eval.multiples=[1,4]", "task=copy"]
-SCHEMES = ["rope", "alibi", "t5", "learned", "nope", "sinusoidal"]
+SCHEMES = ["rope", "alibi", "t5", "learned", "nope", "sinusoidal", "cope"]
 SPANS = {"full": ["span=full"], "swa": ["span=swa", "span.window=4"], "chunked": ["span=chunked", "span.chunk=5"]}
 MORE = {
     "rope partial interleaved": ["position=rope", "position.fraction=0.5", "position.layout=interleaved"],

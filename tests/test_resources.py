@@ -1,7 +1,8 @@
 """The pre-flight memory estimate: what it counts, and that it refuses what cannot fit.
 
 Mutation check: in suite/resources.py _attention_bytes, total + 2 * scores -> total + scores (logits
-only, no probabilities) makes test_scores_are_counted_only_where_the_path_builds_them fail."""
+only, no probabilities) makes test_scores_are_counted_only_where_the_path_builds_them fail; so does
+dropping ``or SCHEMES[layer.position].needs_logits`` (CoPE under FlexAttention counted as no scores)."""
 import pytest
 import torch
 
@@ -38,6 +39,9 @@ def test_scores_are_counted_only_where_the_path_builds_them():
     assert alibi - causal == pytest.approx(spec.model.n_heads * 512 * 512 * 4)
     # FlexAttention (the CUDA default) builds no scores at all
     assert estimate_bytes(make_spec(*long, "position=alibi"), torch.device("cuda"))["train"] == pytest.approx(causal)
+    # CoPE's term reads the logits: the reference path on every implementation, FlexAttention's included
+    cope = estimate_bytes(make_spec(*long, "position=cope"), torch.device("cuda"))["train"]
+    assert cope - causal == pytest.approx(2 * scores * spec.model.n_layers, rel=1e-4)
 
 
 def test_a_run_that_cannot_fit_is_refused_with_the_estimate():

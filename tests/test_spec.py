@@ -14,6 +14,7 @@ import pytest
 
 from suite.config import CONF_DIR, compose_config
 from suite.describe import layer_table
+from suite.position import SCHEMES
 from suite.spec import SpecError, build
 from tests.conftest import make_spec
 
@@ -89,7 +90,7 @@ def test_group_parameters_apply_to_uniform_layers():
 
 
 def test_unknown_scheme_name_lists_the_valid_ones():
-    with pytest.raises(SpecError, match="unknown position scheme 'fourier'.*alibi, learned, nope, rope, sinusoidal, t5"):
+    with pytest.raises(SpecError, match=f"unknown position scheme 'fourier'.*{', '.join(sorted(SCHEMES))}"):
         make_spec("position.name=fourier")
 
 

@@ -2,7 +2,7 @@
 
 Built from the model's public submodules (embedding, blocks, norms, head) and the position and
 span hooks (``scheme.embed``, ``scheme.qk``, ``scheme.temperature``, ``scheme.bias``,
-``span.allowed``), so it computes the model's own forward one step at a time: each layer keeps
+``scheme.logit_term``, ``span.allowed``), so it computes the model's own forward one step at a time: each layer keeps
 the keys and values of the tokens seen so far, and a step runs only the new tokens through the
 network, attending to the cached ones.
 
@@ -10,7 +10,9 @@ Keys are cached before the scheme's ``qk`` hook and the hook is applied to all o
 step, with the step's query positions and every key position. That keeps the cache exact for
 schemes whose transform depends on the whole length (RoPE's dynamic eval-time scaling reads the
 longest position), at O(T) extra work per step, the order of attending to T keys anyway.
-Attention is ``suite.attention.reference_attention`` with the span's mask and the scheme's bias.
+Attention is ``suite.attention.reference_attention`` with the span's mask, the scheme's bias
+and its ``logit_term``: a step's query rows see every cached key, so a term computed from a
+row's logits (CoPE's gated counts) is that row of the full computation.
 
 ``tests/test_lmeval_kv_cache.py`` holds it to ``PosBenchLM.forward`` for every scheme and span.
 """
@@ -69,7 +71,8 @@ def extend(model: PosBenchLM, tokens: torch.Tensor, cache: KVCache) -> torch.Ten
         temp = scheme.temperature(pos)
         if temp is not None:
             q = q * temp.to(q.dtype)
-        out, _ = reference_attention(q, k_all, v_all, scheme.bias(pos, pos_all), span.allowed(pos, pos_all))
+        out, _ = reference_attention(q, k_all, v_all, scheme.bias(pos, pos_all), span.allowed(pos, pos_all),
+                                     scheme.logit_term)
         x = x + attn.out(out.transpose(1, 2).reshape(B, Tn, C))
         x = x + block.mlp(block.mlp_norm(x))
     return model.head(model.norm(x))

@@ -1,7 +1,9 @@
-"""The position-scheme interface: three hooks that default to "do nothing".
+"""The position-scheme interface: four hooks that default to "do nothing".
 
 Absolute schemes act once, on the embeddings (``embed``); rotary schemes transform q and k in
-every layer (``qk``); bias schemes add a (H, Tq, Tk) score bias in every layer (``bias``).
+every layer (``qk``); bias schemes add a (H, Tq, Tk) score bias in every layer (``bias``);
+contextual schemes add a term computed from the logits themselves (``logit_term``, with
+``needs_logits`` set so attention materializes them; CoPE counts gated keys this way).
 Every scheme also takes the optional log-length softmax temperature (``log_scale``).
 """
 from __future__ import annotations
@@ -70,6 +72,18 @@ class PositionScheme(nn.Module):
         return q, k
 
     def bias(self, pos_q: torch.Tensor, pos_k: torch.Tensor) -> Optional[torch.Tensor]:
+        return None
+
+    # True for a scheme whose ``logit_term`` reads the logits: attention then runs the reference
+    # path (materialized logits) on every implementation, since no fused kernel can supply them
+    needs_logits: ClassVar[bool] = False
+
+    def logit_term(self, q: torch.Tensor, logits: torch.Tensor) -> Optional[torch.Tensor]:
+        """A term added to the pre-softmax logits, or None. ``q`` (B, H, Tq, D) the queries as
+        attended (after ``qk`` and the temperature); ``logits`` (B, H, Tq, Tk) scaled q·k plus
+        the bias, -inf outside the span. Returns (B, H, Tq, Tk), added before the softmax (masked
+        entries stay -inf). Attention passes every key a query row can see, never a block of
+        them; a cached decoding step, which holds all earlier keys, gets the full rows too."""
         return None
 
     def score_mod(self, pos: torch.Tensor) -> Optional[Callable]:
