@@ -3,7 +3,9 @@ scheme and span: same logits at every step, same greedy tokens as decoding by re
 forward over the whole sequence at each step (the decoding it replaces).
 
 Mutation check: in suite/lmeval/kv_cache.py extend, the new tokens' positions pos_all[start:] -> pos_all[:Tn]
-(counted from 0 at every step) makes test_cached_logits_are_the_forwards fail."""
+(counted from 0 at every step) makes test_cached_logits_are_the_forwards fail; in
+suite/position/rope.py RoPE._rotation, rotating keys at other positions than the queries by the
+frequencies before p-RoPE's zeroing makes both cached tests fail for "rope drop_low yarn 2"."""
 from functools import lru_cache
 
 import pytest
@@ -23,6 +25,7 @@ MORE = {
     "rope partial interleaved": ["position=rope", "position.fraction=0.5", "position.layout=interleaved"],
     "rope yarn dynamic": ["position=rope", "position.scaling=yarn"],
     "rope linear factor 2": ["position=rope", "position.scaling=linear", "position.factor=2"],
+    "rope drop_low yarn 2": ["position=rope", "position.drop_low=0.5", "position.scaling=yarn", "position.factor=2"],
     "nope log_scale swa": ["position=nope", "position.log_scale=true", "span=swa", "span.window=4"],
     "rope_in_swa": ["pattern=rope_in_swa", "pattern.window=4"],
     "llama4": ["pattern=llama4", "pattern.chunk=4", "model.n_layers=4"],

@@ -1,7 +1,14 @@
 """Each position scheme against its paper's formula.
 
 Mutation check: in suite/position/alibi.py alibi_slopes, the extra slopes [0::2] -> [1::2] makes
-test_alibi_slopes_12_heads_follow_the_non_power_of_two_rule fail."""
+test_alibi_slopes_12_heads_follow_the_non_power_of_two_rule fail. In suite/position/rope.py:
+p_rope_pairs ceil -> floor fails test_p_rope_keeps_the_papers_count_of_pairs, and dropping its
+round(..., 9) fails it at [50-0.28-18]; RoPE.frequencies zeroing the highest frequencies
+instead of the lowest fails test_p_rope_rotates_only_the_two_fastest_pairs and
+test_p_rope_score_is_the_hand_formula; giving the dropped pairs frequency 1e-6 instead of 0
+fails test_p_rope_dropped_pairs_contribute_the_same_at_every_position; zeroing only when scaling is "none" fails
+test_p_rope_composes_with_eval_time_scaling; removing the drop_low-with-fraction check fails
+test_bad_scheme_parameters_name_the_value."""
 import math
 
 import pytest
@@ -9,7 +16,7 @@ import torch
 
 from suite.position import SCHEMES, Dims, LengthUnsupported, log_length_scale
 from suite.position.alibi import alibi_slopes
-from suite.position.rope import apply_rope, rope_inv_freq, rotary_dims
+from suite.position.rope import apply_rope, p_rope_pairs, rope_inv_freq, rotary_dims
 from suite.position.sinusoidal import sinusoidal_table
 from suite.position.t5 import t5_bucket
 
@@ -205,6 +212,79 @@ def test_yarn_keeps_fast_dims_interpolates_slow_dims_and_scales_logits():
     assert mscale == pytest.approx(0.1 * math.log(8.0) + 1.0)
 
 
+# ---------------------------------------------------------------- p-RoPE (Barbero et al. 2024)
+
+@pytest.mark.parametrize("head_dim,drop_low,kept", [
+    # the paper's rule with p = 1 - drop_low: int(p * head_dim // 2) pairs rotate
+    (8, 0.0, 4), (8, 0.5, 2), (8, 0.25, 3), (8, 0.3, 2), (8, 0.1, 3), (8, 1.0, 0),
+    (20, 0.3, 7), (20, 0.9, 1), (64, 0.25, 24), (50, 0.28, 18),
+])
+def test_p_rope_keeps_the_papers_count_of_pairs(head_dim, drop_low, kept):
+    assert p_rope_pairs(head_dim, drop_low) == kept
+
+
+# head_dim 8, drop_low 0.5: 2 of the 4 pairs rotate, pair 0 at 10000^0 = 1 rad and pair 1 at
+# 10000^(-2/8) = 0.1 rad per step; pairs 2 and 3 (0.01 and 0.001 rad in RoPE) do not rotate.
+# The dimensions of pair i: (i, i + 4) in the half layout, (2i, 2i + 1) interleaved.
+P_ROPE_PAIRS = {"half": [(0, 4), (1, 5), (2, 6), (3, 7)], "interleaved": [(0, 1), (2, 3), (4, 5), (6, 7)]}
+P_ROPE_RATES = [1.0, 0.1, 0.0, 0.0]
+
+
+def _p_rope_qk(layout, q, k, m, n, **kw):
+    cls = SCHEMES["rope"]
+    scheme = cls(cls.Config(drop_low=0.5, layout=layout, **kw), Dims(32, 4, 8, 16))
+    return scheme.qk(q.view(1, 1, 1, 8), k.view(1, 1, 1, 8), torch.tensor([m]), torch.tensor([n]))
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_p_rope_rotates_only_the_two_fastest_pairs(layout):
+    q = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0])
+    m = 3
+    out = _p_rope_qk(layout, q, q, m, m)[0].view(8)
+    for (a, b), rate in zip(P_ROPE_PAIRS[layout], P_ROPE_RATES):
+        c, s = math.cos(m * rate), math.sin(m * rate)
+        assert out[a].item() == pytest.approx(q[a].item() * c - q[b].item() * s, abs=1e-5)
+        assert out[b].item() == pytest.approx(q[a].item() * s + q[b].item() * c, abs=1e-5)
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_p_rope_score_is_the_hand_formula(layout):
+    q = torch.tensor([0.5, -1.0, 2.0, 1.5, 1.0, 0.25, -2.0, 3.0])
+    k = torch.tensor([1.0, 2.0, -0.5, 1.0, -1.5, 0.5, 1.0, 2.0])
+    for m, n in [(7, 2), (12, 12), (30, 1)]:
+        qr, kr = _p_rope_qk(layout, q, k, m, n)
+        d, want = m - n, 0.0
+        for (a, b), rate in zip(P_ROPE_PAIRS[layout], P_ROPE_RATES):
+            # a pair at rate w adds (qa ka + qb kb) cos(d w) + (qa kb - qb ka) sin(d w), d = m - n
+            dot, cross = q[a] * k[a] + q[b] * k[b], q[a] * k[b] - q[b] * k[a]
+            want += dot.item() * math.cos(d * rate) + cross.item() * math.sin(d * rate)
+        assert (qr * kr).sum().item() == pytest.approx(want, abs=1e-4)
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_p_rope_dropped_pairs_contribute_the_same_at_every_position(layout):
+    torch.manual_seed(3)
+    q, k = torch.randn(8), torch.randn(8)
+    dropped = [d for pair in P_ROPE_PAIRS[layout][2:] for d in pair]
+    for m, n in [(0, 0), (5, 1), (900, 17), (4000, 3999)]:
+        qr, kr = _p_rope_qk(layout, q, k, m, n)
+        assert torch.equal(qr.view(8)[dropped], q[dropped]) and torch.equal(kr.view(8)[dropped], k[dropped])
+
+
+@pytest.mark.parametrize("scaling", ["linear", "ntk", "yarn"])
+def test_p_rope_composes_with_eval_time_scaling(scaling):
+    full = _rope_scheme(train_len=16, scaling=scaling, factor=4.0).eval().frequencies(64)
+    p = _rope_scheme(train_len=16, scaling=scaling, factor=4.0, drop_low=0.5).eval().frequencies(64)
+    assert torch.equal(p[0][:4], full[0][:4]) and torch.all(p[0][4:] == 0)  # 16 dims: 4 of 8 pairs
+    assert p[1:] == full[1:]  # the same position divisor and logit scale
+
+
+def test_p_rope_with_everything_dropped_is_nope():
+    q, k = torch.randn(1, 2, 6, 16), torch.randn(1, 2, 6, 16)
+    pos = torch.arange(6)
+    assert all(torch.equal(a, b) for a, b in zip(_rope_scheme(drop_low=1.0).qk(q, k, pos, pos), (q, k)))
+
+
 # ---------------------------------------------------------------- log-length temperature
 
 def test_log_scale_is_one_within_base_and_log_ratio_beyond():
@@ -221,3 +301,7 @@ def test_bad_scheme_parameters_name_the_value():
         SCHEMES["rope"].Config(layout="diagonal")
     with pytest.raises(ValueError, match="scaling 'magic'.*none, linear, ntk, yarn"):
         SCHEMES["rope"].Config(scaling="magic")
+    with pytest.raises(ValueError, match=r"rope.drop_low=1.5: must be in \[0, 1\]"):
+        SCHEMES["rope"].Config(drop_low=1.5)
+    with pytest.raises(ValueError, match=r"rope.drop_low=0.5 with rope.fraction=0.5"):
+        SCHEMES["rope"].Config(drop_low=0.5, fraction=0.5)
