@@ -94,8 +94,8 @@ def test_unknown_scheme_name_lists_the_valid_ones():
 
 
 def test_unknown_scheme_in_a_pattern_lists_the_valid_ones():
-    with pytest.raises(SpecError, match="unknown position scheme 'xpos'; valid"):
-        make_spec("pattern=rnope", "pattern.layers.1.position=xpos")
+    with pytest.raises(SpecError, match="unknown position scheme 'ropee'; valid"):
+        make_spec("pattern=rnope", "pattern.layers.1.position=ropee")
 
 
 @pytest.mark.parametrize("overrides,message", [
