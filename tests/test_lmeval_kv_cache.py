@@ -3,7 +3,11 @@ scheme and span: same logits at every step, same greedy tokens as decoding by re
 forward over the whole sequence at each step (the decoding it replaces).
 
 Mutation check: in suite/lmeval/kv_cache.py extend, the new tokens' positions pos_all[start:] -> pos_all[:Tn]
-(counted from 0 at every step) makes test_cached_logits_are_the_forwards fail."""
+(counted from 0 at every step) makes test_cached_logits_are_the_forwards fail; in
+suite/position/rope.py RoPE._rotation, rotating keys at other positions than the queries by the
+frequencies before p-RoPE's zeroing makes both cached tests fail for "rope drop_low yarn 2"; in
+suite/position/xpos.py, centering positions on half the sequence (x-transformers) instead of
+train_len // 2 makes test_cached_logits_are_the_forwards fail for "xpos full/swa/chunked"."""
 from functools import lru_cache
 
 import pytest
@@ -12,17 +16,19 @@ import torch
 from suite.lmeval.generation import Generation, decode_greedy
 from suite.lmeval.kv_cache import extend, length_invariant, prefill
 from suite.model import PosBenchLM
+from suite.position import SCHEMES as POSITION_SCHEMES
 from tasks.base import EOS_ID, VOCAB
 from tests.conftest import make_spec
 
 BASE = ["model.n_layers=2", "model.d_model=32", "model.n_heads=4", "model.d_ff=64", "train.seq_len=16",
         "eval.multiples=[1,4]", "task=copy"]
-SCHEMES = ["rope", "alibi", "t5", "learned", "nope", "sinusoidal", "cope"]
+SCHEMES = sorted(POSITION_SCHEMES)  # every registered scheme
 SPANS = {"full": ["span=full"], "swa": ["span=swa", "span.window=4"], "chunked": ["span=chunked", "span.chunk=5"]}
 MORE = {
     "rope partial interleaved": ["position=rope", "position.fraction=0.5", "position.layout=interleaved"],
     "rope yarn dynamic": ["position=rope", "position.scaling=yarn"],
     "rope linear factor 2": ["position=rope", "position.scaling=linear", "position.factor=2"],
+    "rope drop_low yarn 2": ["position=rope", "position.drop_low=0.5", "position.scaling=yarn", "position.factor=2"],
     "nope log_scale swa": ["position=nope", "position.log_scale=true", "span=swa", "span.window=4"],
     "rope_in_swa": ["pattern=rope_in_swa", "pattern.window=4"],
     "llama4": ["pattern=llama4", "pattern.chunk=4", "model.n_layers=4"],

@@ -1,7 +1,21 @@
 """Each position scheme against its paper's formula.
 
 Mutation check: in suite/position/alibi.py alibi_slopes, the extra slopes [0::2] -> [1::2] makes
-test_alibi_slopes_12_heads_follow_the_non_power_of_two_rule fail."""
+test_alibi_slopes_12_heads_follow_the_non_power_of_two_rule fail. In suite/position/rope.py:
+p_rope_pairs ceil -> floor fails test_p_rope_keeps_the_papers_count_of_pairs, and dropping its
+round(..., 9) fails it at [50-0.28-18]; RoPE.frequencies zeroing the highest frequencies
+instead of the lowest fails test_p_rope_rotates_only_the_two_fastest_pairs and
+test_p_rope_score_is_the_hand_formula; giving the dropped pairs frequency 1e-6 instead of 0
+fails test_p_rope_dropped_pairs_contribute_the_same_at_every_position; zeroing only when scaling is "none" fails
+test_p_rope_composes_with_eval_time_scaling; removing the drop_low-with-fraction check fails
+test_bad_scheme_parameters_name_the_value. In suite/position/xpos.py: xpos_zeta dividing by d/2
+instead of d fails test_xpos_zeta_follows_the_paper and test_xpos_score_is_the_hand_formula; k
+scaled by zeta^(+m) like q fails test_xpos_scores_depend_only_on_the_offset; one scale per
+dimension instead of per pair (repeat_interleave on the half layout) fails it too; center 0
+instead of train_len // 2 fails test_xpos_scales_q_up_and_k_down_from_the_center; an exponent not
+divided by scale_base fails test_xpos_scores_stay_finite_in_float32; FACTOR_BITS 65, or the
+training-length guard loosened by 1000 tokens, fails
+test_xpos_max_length_bounds_the_largest_factor_by_2_to_the_64."""
 import math
 
 import pytest
@@ -9,9 +23,10 @@ import torch
 
 from suite.position import SCHEMES, Dims, LengthUnsupported, log_length_scale
 from suite.position.alibi import alibi_slopes
-from suite.position.rope import apply_rope, rope_inv_freq, rotary_dims
+from suite.position.rope import apply_rope, p_rope_pairs, rope_inv_freq, rotary_dims
 from suite.position.sinusoidal import sinusoidal_table
 from suite.position.t5 import t5_bucket
+from suite.position.xpos import xpos_zeta
 
 
 # ---------------------------------------------------------------- ALiBi (Press et al. 2022)
@@ -205,6 +220,168 @@ def test_yarn_keeps_fast_dims_interpolates_slow_dims_and_scales_logits():
     assert mscale == pytest.approx(0.1 * math.log(8.0) + 1.0)
 
 
+# ---------------------------------------------------------------- p-RoPE (Barbero et al. 2024)
+
+@pytest.mark.parametrize("head_dim,drop_low,kept", [
+    # the paper's rule with p = 1 - drop_low: int(p * head_dim // 2) pairs rotate
+    (8, 0.0, 4), (8, 0.5, 2), (8, 0.25, 3), (8, 0.3, 2), (8, 0.1, 3), (8, 1.0, 0),
+    (20, 0.3, 7), (20, 0.9, 1), (64, 0.25, 24), (50, 0.28, 18),
+])
+def test_p_rope_keeps_the_papers_count_of_pairs(head_dim, drop_low, kept):
+    assert p_rope_pairs(head_dim, drop_low) == kept
+
+
+# head_dim 8, drop_low 0.5: 2 of the 4 pairs rotate, pair 0 at 10000^0 = 1 rad and pair 1 at
+# 10000^(-2/8) = 0.1 rad per step; pairs 2 and 3 (0.01 and 0.001 rad in RoPE) do not rotate.
+# The dimensions of pair i: (i, i + 4) in the half layout, (2i, 2i + 1) interleaved.
+P_ROPE_PAIRS = {"half": [(0, 4), (1, 5), (2, 6), (3, 7)], "interleaved": [(0, 1), (2, 3), (4, 5), (6, 7)]}
+P_ROPE_RATES = [1.0, 0.1, 0.0, 0.0]
+
+
+def _p_rope_qk(layout, q, k, m, n, **kw):
+    cls = SCHEMES["rope"]
+    scheme = cls(cls.Config(drop_low=0.5, layout=layout, **kw), Dims(32, 4, 8, 16))
+    return scheme.qk(q.view(1, 1, 1, 8), k.view(1, 1, 1, 8), torch.tensor([m]), torch.tensor([n]))
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_p_rope_rotates_only_the_two_fastest_pairs(layout):
+    q = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0])
+    m = 3
+    out = _p_rope_qk(layout, q, q, m, m)[0].view(8)
+    for (a, b), rate in zip(P_ROPE_PAIRS[layout], P_ROPE_RATES):
+        c, s = math.cos(m * rate), math.sin(m * rate)
+        assert out[a].item() == pytest.approx(q[a].item() * c - q[b].item() * s, abs=1e-5)
+        assert out[b].item() == pytest.approx(q[a].item() * s + q[b].item() * c, abs=1e-5)
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_p_rope_score_is_the_hand_formula(layout):
+    q = torch.tensor([0.5, -1.0, 2.0, 1.5, 1.0, 0.25, -2.0, 3.0])
+    k = torch.tensor([1.0, 2.0, -0.5, 1.0, -1.5, 0.5, 1.0, 2.0])
+    for m, n in [(7, 2), (12, 12), (30, 1)]:
+        qr, kr = _p_rope_qk(layout, q, k, m, n)
+        d, want = m - n, 0.0
+        for (a, b), rate in zip(P_ROPE_PAIRS[layout], P_ROPE_RATES):
+            # a pair at rate w adds (qa ka + qb kb) cos(d w) + (qa kb - qb ka) sin(d w), d = m - n
+            dot, cross = q[a] * k[a] + q[b] * k[b], q[a] * k[b] - q[b] * k[a]
+            want += dot.item() * math.cos(d * rate) + cross.item() * math.sin(d * rate)
+        assert (qr * kr).sum().item() == pytest.approx(want, abs=1e-4)
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_p_rope_dropped_pairs_contribute_the_same_at_every_position(layout):
+    torch.manual_seed(3)
+    q, k = torch.randn(8), torch.randn(8)
+    dropped = [d for pair in P_ROPE_PAIRS[layout][2:] for d in pair]
+    for m, n in [(0, 0), (5, 1), (900, 17), (4000, 3999)]:
+        qr, kr = _p_rope_qk(layout, q, k, m, n)
+        assert torch.equal(qr.view(8)[dropped], q[dropped]) and torch.equal(kr.view(8)[dropped], k[dropped])
+
+
+@pytest.mark.parametrize("scaling", ["linear", "ntk", "yarn"])
+def test_p_rope_composes_with_eval_time_scaling(scaling):
+    full = _rope_scheme(train_len=16, scaling=scaling, factor=4.0).eval().frequencies(64)
+    p = _rope_scheme(train_len=16, scaling=scaling, factor=4.0, drop_low=0.5).eval().frequencies(64)
+    assert torch.equal(p[0][:4], full[0][:4]) and torch.all(p[0][4:] == 0)  # 16 dims: 4 of 8 pairs
+    assert p[1:] == full[1:]  # the same position divisor and logit scale
+
+
+def test_p_rope_with_everything_dropped_is_nope():
+    q, k = torch.randn(1, 2, 6, 16), torch.randn(1, 2, 6, 16)
+    pos = torch.arange(6)
+    assert all(torch.equal(a, b) for a, b in zip(_rope_scheme(drop_low=1.0).qk(q, k, pos, pos), (q, k)))
+
+
+# ---------------------------------------------------------------- xPos (Sun et al. 2022)
+
+def _xpos(head_dim=4, train_len=16, **kw):
+    cls = SCHEMES["xpos"]
+    return cls(cls.Config(**kw), Dims(4 * head_dim, 4, head_dim, train_len))
+
+
+def test_xpos_zeta_follows_the_paper():
+    # (2i/d + 0.4) / 1.4 for i = 0..3 of d = 8
+    assert torch.allclose(xpos_zeta(8, 0.4), torch.tensor([0.4 / 1.4, 0.65 / 1.4, 0.9 / 1.4, 1.15 / 1.4]))
+
+
+# head_dim 4, scale_base 8, training length 16 (center 8): pair 0 = dims (0, 2) turns 1 rad per
+# step with zeta 0.4 / 1.4 = 2/7; pair 1 = dims (1, 3) turns 10000^(-2/4) = 0.01 rad, zeta 0.9 / 1.4 = 9/14.
+XPOS_PAIRS = [((0, 2), 1.0, 2 / 7), ((1, 3), 0.01, 9 / 14)]
+XPOS_Q, XPOS_K = torch.tensor([1.0, 2.0, 3.0, -1.0]), torch.tensor([0.5, -1.0, 2.0, 1.0])
+
+
+def test_xpos_scales_q_up_and_k_down_from_the_center():
+    scheme = _xpos(scale_base=8.0)
+    q, k = scheme.qk(XPOS_Q.view(1, 1, 1, 4), XPOS_K.view(1, 1, 1, 4), torch.tensor([10]), torch.tensor([3]))
+    for x, out, pos, sign in [(XPOS_Q, q.view(4), 10, 1), (XPOS_K, k.view(4), 3, -1)]:
+        for (a, b), rate, zeta in XPOS_PAIRS:
+            s, c, sn = zeta ** (sign * (pos - 8) / 8), math.cos(pos * rate), math.sin(pos * rate)
+            assert out[a].item() == pytest.approx(s * (x[a].item() * c - x[b].item() * sn), rel=1e-5)
+            assert out[b].item() == pytest.approx(s * (x[a].item() * sn + x[b].item() * c), rel=1e-5)
+
+
+@pytest.mark.parametrize("n,m", [(10, 3), (3, 10), (20, 20), (40, 0)])
+def test_xpos_score_is_the_hand_formula(n, m):
+    scheme = _xpos(scale_base=8.0)
+    q, k = scheme.qk(XPOS_Q.view(1, 1, 1, 4), XPOS_K.view(1, 1, 1, 4), torch.tensor([n]), torch.tensor([m]))
+    want, d = 0.0, n - m
+    for (a, b), rate, zeta in XPOS_PAIRS:
+        # RoPE's pair term at offset d, times zeta^(+(n - 8)/8) * zeta^(-(m - 8)/8) = zeta^(d/8)
+        dot, cross = XPOS_Q[a] * XPOS_K[a] + XPOS_Q[b] * XPOS_K[b], XPOS_Q[a] * XPOS_K[b] - XPOS_Q[b] * XPOS_K[a]
+        want += zeta ** (d / 8) * (dot.item() * math.cos(d * rate) + cross.item() * math.sin(d * rate))
+    assert (q * k).sum().item() == pytest.approx(want, rel=1e-5)
+
+
+def _xpos_logits(scheme, q, k, pos):
+    qs, ks = scheme.qk(q, k, pos, pos)
+    return qs @ ks.transpose(-2, -1)
+
+
+@pytest.mark.parametrize("scale_base", [512.0, 16.0])
+def test_xpos_scores_depend_only_on_the_offset(scale_base):
+    torch.manual_seed(0)
+    q, k = torch.randn(2, 3, 12, 16), torch.randn(2, 3, 12, 16)
+    scheme, pos = _xpos(head_dim=16, train_len=32, scale_base=scale_base), torch.arange(12)
+    base = _xpos_logits(scheme, q, k, pos)
+    for shift in (1, 37, 300):
+        assert torch.allclose(_xpos_logits(scheme, q, k, pos + shift), base, rtol=1e-4, atol=1e-4)
+    assert not torch.allclose(base, _rope_logits(q, k, pos), atol=1e-3)  # the decay does matter
+
+
+def test_xpos_q_and_k_of_a_position_are_the_same_in_every_sequence():
+    # a key/value cache holds them: the center does not move with the sequence length
+    scheme, x = _xpos(head_dim=8, train_len=32), torch.randn(1, 2, 64, 8)
+    short = scheme.qk(x[..., :8, :], x[..., :8, :], torch.arange(8), torch.arange(8))
+    long = scheme.qk(x, x, torch.arange(64), torch.arange(64))
+    assert torch.equal(short[0], long[0][..., :8, :]) and torch.equal(short[1], long[1][..., :8, :])
+
+
+@pytest.mark.parametrize("length", [8 * 32, 16384], ids=["8x a 32-token training length", "16K tokens"])
+def test_xpos_scores_stay_finite_in_float32(length):
+    torch.manual_seed(1)
+    scheme = _xpos(head_dim=8, train_len=32)
+    assert scheme.max_length() >= length
+    q, k = torch.randn(1, 2, length, 8), torch.randn(1, 2, length, 8)
+    qs, ks = scheme.qk(q, k, torch.arange(length), torch.arange(length))
+    assert torch.isfinite(qs).all() and torch.isfinite(ks).all()
+    # the first and last queries against every key, the masked future ones (the largest) included
+    edges = torch.cat((qs[..., :4, :], qs[..., -4:, :]), dim=-2) @ ks.transpose(-2, -1)
+    assert torch.isfinite(edges).all()
+    # the same token pair at offset 3 scores the same at the end of the sequence as at its start
+    end = (qs[..., -1, :] * ks[..., -4, :]).sum(-1)
+    q0, k0 = scheme.qk(q[..., -1:, :], k[..., -4:-3, :], torch.tensor([3]), torch.tensor([0]))
+    assert torch.allclose(end, (q0 * k0).sum(-1).squeeze(-1), rtol=1e-2, atol=1e-2)
+
+
+def test_xpos_max_length_bounds_the_largest_factor_by_2_to_the_64():
+    length = _xpos(scale_base=8.0).max_length()
+    # a query at 0 and a (masked) key at T - 1: factor (2/7)^(-(T - 1)/8)
+    assert (7 / 2) ** ((length - 1) / 8) <= 2.0 ** 64 < (7 / 2) ** (length / 8)
+    with pytest.raises(ValueError, match=rf"xpos.scale_base=8.0: .* past {length} tokens, .* training length 512"):
+        _xpos(scale_base=8.0, train_len=512)
+
+
 # ---------------------------------------------------------------- log-length temperature
 
 def test_log_scale_is_one_within_base_and_log_ratio_beyond():
@@ -221,3 +398,11 @@ def test_bad_scheme_parameters_name_the_value():
         SCHEMES["rope"].Config(layout="diagonal")
     with pytest.raises(ValueError, match="scaling 'magic'.*none, linear, ntk, yarn"):
         SCHEMES["rope"].Config(scaling="magic")
+    with pytest.raises(ValueError, match=r"rope.drop_low=1.5: must be in \[0, 1\]"):
+        SCHEMES["rope"].Config(drop_low=1.5)
+    with pytest.raises(ValueError, match=r"rope.drop_low=0.5 with rope.fraction=0.5"):
+        SCHEMES["rope"].Config(drop_low=0.5, fraction=0.5)
+    with pytest.raises(ValueError, match=r"xpos.scale_base=0.0: must be > 0"):
+        SCHEMES["xpos"].Config(scale_base=0.0)
+    with pytest.raises(ValueError, match=r"xpos.scale_constant=-0.4: must be > 0"):
+        SCHEMES["xpos"].Config(scale_constant=-0.4)

@@ -95,8 +95,8 @@ def test_unknown_scheme_name_lists_the_valid_ones():
 
 
 def test_unknown_scheme_in_a_pattern_lists_the_valid_ones():
-    with pytest.raises(SpecError, match="unknown position scheme 'xpos'; valid"):
-        make_spec("pattern=rnope", "pattern.layers.1.position=xpos")
+    with pytest.raises(SpecError, match="unknown position scheme 'ropee'; valid"):
+        make_spec("pattern=rnope", "pattern.layers.1.position=ropee")
 
 
 @pytest.mark.parametrize("overrides,message", [
@@ -107,7 +107,7 @@ def test_unknown_scheme_in_a_pattern_lists_the_valid_ones():
     (["position=learned", "position.max_positions=16"], "max_positions=16 is shorter than train.seq_len"),
     (["span.name=dilated"], "unknown span 'dilated'; valid spans: chunked, full, swa"),
     (["position=rope", "position.layout=diagonal"], "layout 'diagonal'"),
-    (["+position.slope=2"], r"unknown key\(s\) \['position.slope'\]; valid: factor, fraction"),
+    (["+position.slope=2"], r"unknown key\(s\) \['position.slope'\]; valid: drop_low, factor, fraction"),
     (["task.name=sorting"], "unknown task 'sorting'; valid tasks: "),
     (["model.attention=triton"], "unknown model.attention 'triton'"),
 ])

@@ -8,6 +8,14 @@ query/key dimensions are rotated by ``pos * theta^(-2i/d)``, so q·k depends onl
   permutation that sends interleaved dimension 2i to i and 2i+1 to i + d/2.
 * ``fraction`` < 1 rotates only the first ``fraction`` of each head's dimensions (GPT-NeoX's
   partial rotary); the rest pass through position-free.
+* ``drop_low`` > 0 is p-RoPE (Barbero et al. 2024, "Round and Round We Go! What makes Rotary
+  Positional Encodings useful?", arXiv 2410.06205, with p = 1 - drop_low): every pair keeps its
+  place and its frequency theta^(-2i/d) over the whole head, but only the floor(p * d/2)
+  highest-frequency pairs rotate; the others get frequency 0 and pass unrotated (the paper's
+  code: ``rope_angles = int(p * head_dim // 2)``, then ``head_dim // 2 - rope_angles`` pairs
+  without rotation). drop_low=1 is NoPE. It composes with either layout and with every
+  eval-time scaling (the dropped frequencies stay 0; yarn's logit scale covers the whole head,
+  as it does with ``fraction``); with ``fraction`` < 1 it is refused: two partial-rotary rules.
 * Eval-time ``scaling`` (only when the model is not training): ``linear`` position
   interpolation (Chen et al. 2023), ``ntk``-aware base change (bloc97 2023;
   theta' = theta * s^(d/(d-2))), ``yarn`` (Peng et al. 2023: per-frequency interpolation ramp
@@ -31,6 +39,14 @@ SCALINGS = ("none", "linear", "ntk", "yarn")
 def rotary_dims(head_dim: int, fraction: float) -> int:
     """Number of rotated dimensions: the fraction of the head, rounded down to an even count."""
     return int(head_dim * fraction) // 2 * 2
+
+
+def p_rope_pairs(head_dim: int, drop_low: float) -> int:
+    """Pairs p-RoPE rotates: floor(p * d/2) with p = 1 - drop_low, counted as d/2 - ceil(drop_low
+    * d/2) with float noise rounded off (0.28 * 25 is 7.000000000000001 in floats: drop_low=0.28
+    of 25 pairs drops 7, as p=0.72 keeps 18)."""
+    half = head_dim // 2
+    return half - math.ceil(round(drop_low * half, 9))
 
 
 def rope_inv_freq(rot_dim: int, theta: float) -> torch.Tensor:
@@ -88,6 +104,7 @@ class RopeConfig(PositionConfig):
     factor: Optional[float] = None  # eval-time scale factor; None = dynamic max(1, T / train_len)
     yarn_alpha: float = 1.0
     yarn_beta: float = 32.0
+    drop_low: float = 0.0  # p-RoPE: fraction of the lowest frequencies that do not rotate
 
     def __post_init__(self):
         super().__post_init__()
@@ -101,6 +118,11 @@ class RopeConfig(PositionConfig):
             raise ValueError(f"unknown rope.scaling {self.scaling!r}; valid: {', '.join(SCALINGS)}")
         if self.factor is not None and self.factor < 1:
             raise ValueError(f"rope.factor={self.factor}: must be >= 1 (or null for dynamic)")
+        if not 0 <= self.drop_low <= 1:
+            raise ValueError(f"rope.drop_low={self.drop_low}: must be in [0, 1]")
+        if self.drop_low > 0 and self.fraction < 1:
+            raise ValueError(f"rope.drop_low={self.drop_low} with rope.fraction={self.fraction}: "
+                             "two partial-rotary rules at once; set one of them")
 
 
 class RoPE(PositionScheme):
@@ -110,6 +132,7 @@ class RoPE(PositionScheme):
     def __init__(self, cfg, dims):
         super().__init__(cfg, dims)
         self.rot = rotary_dims(dims.head_dim, cfg.fraction)
+        self.kept = p_rope_pairs(self.rot, cfg.drop_low)  # pairs that rotate: rot / 2 unless drop_low
         self._memo = None
 
     def _scale_factor(self, length: int) -> float:
@@ -120,7 +143,14 @@ class RoPE(PositionScheme):
         return max(1.0, length / self.dims.train_len)
 
     def frequencies(self, length: int) -> tuple[torch.Tensor, float, float]:
-        """(inv_freq, position divisor, q/k multiplier) for a sequence of ``length`` tokens."""
+        """(inv_freq, position divisor, q/k multiplier) for a sequence of ``length`` tokens; p-RoPE
+        zeroes the lowest frequencies after the scaling (ntk recomputes them from a new base)."""
+        inv, divisor, mscale = self._scaled_frequencies(length)
+        if self.kept < inv.shape[0]:
+            inv = torch.cat((inv[: self.kept], inv.new_zeros(inv.shape[0] - self.kept)))
+        return inv, divisor, mscale
+
+    def _scaled_frequencies(self, length: int) -> tuple[torch.Tensor, float, float]:
         s = self._scale_factor(length)
         inv = rope_inv_freq(self.rot, self.cfg.theta)
         if s == 1.0:
@@ -155,7 +185,7 @@ class RoPE(PositionScheme):
         return value
 
     def qk(self, q, k, pos_q, pos_k):  # q, k: (B, H, T, D)
-        if self.rot == 0:
+        if self.kept == 0:
             return q, k
         cos_q, sin_q, cos_k, sin_k, mscale = self._rotation(pos_q, pos_k, q.dtype)
         q, k = rotate(q, cos_q, sin_q, self.cfg.layout), rotate(k, cos_k, sin_k, self.cfg.layout)
