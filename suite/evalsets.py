@@ -38,5 +38,9 @@ def eval_set_hash(task_name: str, params: dict, length: int, seed: int, n: int, 
 
 
 def generate(task, length: int, seed: int, n: int) -> list[Example]:
+    """``n`` evaluation examples of ``length`` tokens: from the task's ``eval_generate(rng, length)``
+    when it defines one, else from ``generate``. Training only calls ``generate``, so the optional
+    ``eval_generate`` lets a task be evaluated on distributions it is not trained on."""
     rng = np.random.default_rng([seed, length])
-    return [task.generate(rng, length) for _ in range(n)]
+    make = getattr(task, "eval_generate", task.generate)
+    return [make(rng, length) for _ in range(n)]

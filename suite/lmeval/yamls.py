@@ -9,7 +9,9 @@ what the task is:
   ``multiple_choice``;
 * a task whose answers sit between queries (answer spans apart from each other, so
   ``suite.lmeval.tasks.example_docs`` makes several documents of one example):
-  ``_per_query_template``, one document per query;
+  ``_per_query_template``, one document per query. The probe is the task's shortest example; a
+  task whose shortest example has one answer but longer ones several apart (``flipflop``'s
+  reads) declares ``answers_between_queries = True``;
 * a task whose headline metric is RULER's string match over several answers: ``_multi_template``;
 * any other: ``_generate_template``.
 
@@ -47,7 +49,7 @@ def template(name: str) -> str:
         return "_choice_template"
     length = shortest_length(task, PROBE_LIMIT)
     example = task.generate(np.random.default_rng(0), length)
-    if len(example_docs(example, length, 0)) > 1:  # answers apart from each other: one document per query
+    if getattr(task, "answers_between_queries", False) or len(example_docs(example, length, 0)) > 1:
         return "_per_query_template"
     if task.primary_metric in ("string_match_all", "string_match_part"):
         return "_multi_template"
