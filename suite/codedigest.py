@@ -29,7 +29,7 @@ from typing import Iterable
 ROOT = Path(__file__).resolve().parent.parent
 CORE = (
     "suite/model.py", "suite/attention.py", "suite/batch.py", "suite/step.py", "suite/train.py",
-    "suite/evaluate.py", "suite/evalsets.py", "suite/diagnostics.py",
+    "suite/evaluate.py", "suite/evalsets.py", "suite/diagnostics.py", "suite/slices.py",
 )
 PIECES = {"position": "suite/position", "span": "suite/span", "task": "tasks"}  # kind -> package folder
 

@@ -205,6 +205,12 @@ def test_rope_ntk_changes_the_base():
     assert torch.allclose(inv, rope_inv_freq(16, 10000.0 * 4.0 ** (16 / 14)))
 
 
+def test_rope_ntk_with_one_rotated_pair_keeps_its_frequency():
+    # fraction 1/8 of a 16-dim head rotates one pair, at theta^0 = 1 under any base
+    inv, divisor, mscale = _rope_scheme(scaling="ntk", factor=4.0, fraction=0.125).eval().frequencies(64)
+    assert inv.tolist() == [1.0] and (divisor, mscale) == (1.0, 1.0)
+
+
 def test_rope_dynamic_factor_is_length_over_train_length():
     scheme = _rope_scheme(train_len=16, scaling="linear").eval()
     assert scheme.frequencies(64)[1] == pytest.approx(4.0)

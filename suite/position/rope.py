@@ -157,8 +157,9 @@ class RoPE(PositionScheme):
             return inv, 1.0, 1.0
         if self.cfg.scaling == "linear":
             return inv, s, 1.0
-        if self.cfg.scaling == "ntk":
-            return rope_inv_freq(self.rot, self.cfg.theta * s ** (self.rot / (self.rot - 2))), 1.0, 1.0
+        if self.cfg.scaling == "ntk":  # one rotated pair turns at theta^0 = 1 whatever the base: unchanged
+            return (inv if self.rot <= 2 else rope_inv_freq(self.rot, self.cfg.theta * s ** (self.rot / (self.rot - 2))),
+                    1.0, 1.0)
         # yarn: rotations per training context r = L / wavelength; ramp from interpolated to kept.
         r = self.dims.train_len * inv / (2 * math.pi)
         keep = ((r - self.cfg.yarn_alpha) / (self.cfg.yarn_beta - self.cfg.yarn_alpha)).clamp(0, 1)
