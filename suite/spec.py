@@ -24,7 +24,7 @@ from suite.codedigest import code_digest
 from suite.config import CONF_DIR
 from suite.position import SCHEMES, PositionConfig
 from suite.registry import build_config, lookup
-from suite.span import SPANS, SpanConfig
+from suite.span import SPANS, Span, SpanConfig
 from suite.tracking import dir_problem
 from tasks import TASKS, build_task
 from tasks.base import VOCAB_SIZE
@@ -44,8 +44,22 @@ class LayerSpec:
     span_cfg: SpanConfig
 
     @property
+    def span_kind(self) -> Optional[str]:
+        """What bounds this layer's span ("window", "chunk"), as its class declares (suite/span/base.py)."""
+        return SPANS[self.span].kind
+
+    @property
     def span_size(self) -> Optional[int]:
-        return getattr(self.span_cfg, "window", None) or getattr(self.span_cfg, "chunk", None)
+        """The span's window or chunk in tokens, from its own config (None for full attention)."""
+        return self._span().size
+
+    @property
+    def span_label(self) -> str:
+        """'w=16', 'c=16', or '' for full attention."""
+        return self._span().label
+
+    def _span(self) -> Span:
+        return SPANS[self.span](self.span_cfg)
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,11 @@
 
 Mutation checks: in suite/spec.py resolve_layers, an empty ``clash`` list makes
 test_a_pattern_and_a_span_group_that_disagree_on_a_window_are_refused fail; in build, skipping the
-``_unfit`` check at train.seq_len makes test_a_task_that_cannot_fill_the_training_length_is_refused fail.
+``_unfit`` check at train.seq_len makes test_a_task_that_cannot_fill_the_training_length_is_refused fail;
+LayerSpec.span_size guessing getattr(span_cfg, "window"/"chunk") instead of asking the span class makes
+test_a_layer_takes_its_span_kind_and_size_from_the_span_class fail.
 """
+import dataclasses
 import json
 import os
 import subprocess
@@ -14,7 +17,9 @@ import pytest
 
 from suite.config import CONF_DIR, compose_config
 from suite.describe import layer_table
-from suite.spec import SpecError, build
+from suite.position import PositionConfig
+from suite.span import SPANS, Span, SpanConfig
+from suite.spec import LayerSpec, SpecError, build
 from tests.conftest import make_spec
 
 GROUPS = ["model", "position", "span", "pattern", "task", "taskset", "train", "eval", "logger"]
@@ -39,6 +44,29 @@ def test_command_a_over_8_layers():
     spec = make_spec("pattern=command_a", "model.n_layers=8")
     assert _kinds(spec) == [("rope", "swa")] * 3 + [("nope", "full")] + [("rope", "swa")] * 3 + [("nope", "full")]
     assert all(layer.span_cfg.window == 16 for layer in spec.model.layers if layer.span == "swa")
+
+
+def test_llama4_layers_are_chunks_and_command_a_layers_are_windows():
+    facts = lambda spec: [(layer.span_kind, layer.span_size, layer.span_label) for layer in spec.model.layers]
+    assert facts(make_spec("pattern=llama4")) == [("chunk", 16, "c=16")] * 3 + [(None, None, "")]
+    assert facts(make_spec("pattern=command_a")) == [("window", 16, "w=16")] * 3 + [(None, None, "")]
+
+
+def test_a_layer_takes_its_span_kind_and_size_from_the_span_class(monkeypatch):
+    @dataclasses.dataclass(frozen=True)
+    class BandConfig(SpanConfig):
+        width: int = 3  # neither "window" nor "chunk": only the class knows what sizes it
+
+    class Band(Span):
+        name, Config, kind = "band", BandConfig, "window"
+
+        @property
+        def size(self):
+            return self.cfg.width
+
+    monkeypatch.setitem(SPANS, "band", Band)
+    layer = LayerSpec("nope", PositionConfig(), "band", BandConfig(width=9))
+    assert (layer.span_kind, layer.span_size, layer.span_label) == ("window", 9, "w=9")
 
 
 def test_pattern_window_sizes_its_swa_layers():
