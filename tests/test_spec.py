@@ -4,11 +4,14 @@ Mutation checks: in suite/spec.py resolve_layers, an empty ``clash`` list makes
 test_a_pattern_and_a_span_group_that_disagree_on_a_window_are_refused fail; in build, skipping the
 ``_unfit`` check at train.seq_len makes test_a_task_that_cannot_fill_the_training_length_is_refused fail;
 LayerSpec.span_size guessing getattr(span_cfg, "window"/"chunk") instead of asking the span class makes
-test_a_layer_takes_its_span_kind_and_size_from_the_span_class fail.
+test_a_layer_takes_its_span_kind_and_size_from_the_span_class fail; in suite/describe.py layer_table,
+putting every size under "window" makes test_layer_table_matches_spec fail, and layer_kind printing
+"w=" for every sized span makes test_a_layer_kind_names_its_span_size_as_a_window_or_a_chunk fail.
 """
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from suite.config import CONF_DIR, compose_config
-from suite.describe import layer_table
+from suite.describe import layer_kind, layer_table
 from suite.position import PositionConfig
 from suite.span import SPANS, Span, SpanConfig
 from suite.spec import LayerSpec, SpecError, build
@@ -156,22 +159,30 @@ def test_inspect_json_lists_every_layer():
                          capture_output=True, text=True, check=True, cwd=Path(__file__).parent.parent)
     rows = json.loads(out.stdout)
     assert [r["layer"] for r in rows] == list(range(8))
-    assert set(rows[0]) >= {"layer", "position", "span", "window"}
-    assert rows[3] == {"layer": 3, "position": "nope", "span": "full", "window": None, "log_scale": False}
-    assert rows[4]["position"] == "rope" and rows[4]["span"] == "swa" and rows[4]["window"] == 16
+    assert set(rows[0]) >= {"layer", "position", "span", "window", "chunk"}
+    assert rows[3] == {"layer": 3, "position": "nope", "span": "full", "window": None, "chunk": None, "log_scale": False}
+    assert rows[4]["position"] == "rope" and rows[4]["span"] == "swa" and (rows[4]["window"], rows[4]["chunk"]) == (16, None)
 
 
 def test_inspect_table_and_bad_input_exit_code():
     cwd = Path(__file__).parent.parent
     ok = subprocess.run([sys.executable, "-m", "suite.describe", "pattern=llama4"], capture_output=True, text=True, cwd=cwd)
-    assert ok.returncode == 0 and "chunked" in ok.stdout and "yes" in ok.stdout
+    assert ok.returncode == 0 and "yes" in ok.stdout
+    assert re.search(r"0  rope +chunked +c=16  no", ok.stdout) and "w=16" not in ok.stdout
     bad = subprocess.run([sys.executable, "-m", "suite.describe", "position=fourier"], capture_output=True, text=True, cwd=cwd)
     assert bad.returncode == 2 and "fourier" in bad.stderr and "alibi" in bad.stderr
 
 
 def test_layer_table_matches_spec():
     spec = make_spec("pattern=llama4")
-    assert layer_table(spec)[3]["log_scale"] is True and layer_table(spec)[0]["window"] == 16
+    assert layer_table(spec)[3]["log_scale"] is True
+    assert (layer_table(spec)[0]["chunk"], layer_table(spec)[0]["window"]) == (16, None)  # a chunk is not a window
+
+
+def test_a_layer_kind_names_its_span_size_as_a_window_or_a_chunk():
+    kinds = lambda *overrides: [layer_kind(layer) for layer in make_spec(*overrides).model.layers]
+    assert kinds("pattern=llama4") == ["rope/chunked c=16"] * 3 + ["nope/full"]
+    assert kinds("pattern=command_a", "pattern.window=8") == ["rope/swa w=8"] * 3 + ["nope/full"]
 
 
 def test_run_id_leaves_out_options_at_their_defaults():
