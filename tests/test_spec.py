@@ -6,7 +6,9 @@ test_a_pattern_and_a_span_group_that_disagree_on_a_window_are_refused fail; in b
 LayerSpec.span_size guessing getattr(span_cfg, "window"/"chunk") instead of asking the span class makes
 test_a_layer_takes_its_span_kind_and_size_from_the_span_class fail; in suite/describe.py layer_table,
 putting every size under "window" makes test_layer_table_matches_spec fail, and layer_kind printing
-"w=" for every sized span makes test_a_layer_kind_names_its_span_size_as_a_window_or_a_chunk fail.
+"w=" for every sized span makes test_a_layer_kind_names_its_span_size_as_a_window_or_a_chunk fail;
+in _checked_layers, keeping layer.position_cfg instead of calling the scheme's check, or dropping the
+"layer {i}: " prefix from its error, makes test_build_passes_every_layer_through_its_schemes_check fail.
 """
 import dataclasses
 import json
@@ -20,7 +22,7 @@ import pytest
 
 from suite.config import CONF_DIR, compose_config
 from suite.describe import layer_kind, layer_table
-from suite.position import PositionConfig
+from suite.position import SCHEMES, PositionConfig
 from suite.span import SPANS, Span, SpanConfig
 from suite.spec import LayerSpec, SpecError, build
 from tests.conftest import make_spec
@@ -144,6 +146,22 @@ def test_unknown_scheme_in_a_pattern_lists_the_valid_ones():
 def test_bad_configuration_names_the_value(overrides, message):
     with pytest.raises(SpecError, match=message):
         make_spec(*overrides)
+
+
+def test_build_passes_every_layer_through_its_schemes_check(monkeypatch):
+    seen = []
+
+    def check(cls, cfg, train_len, eval_lens):
+        seen.append((cls.name, train_len, eval_lens))
+        if len(seen) == 4:
+            raise ValueError("value=1 is refused; valid: >= 2")
+        return cfg
+
+    monkeypatch.setattr(SCHEMES["rope"], "check", classmethod(check))
+    monkeypatch.setattr(SCHEMES["nope"], "check", classmethod(check))
+    with pytest.raises(SpecError, match=r"^layer 3: value=1 is refused; valid: >= 2$"):
+        make_spec("pattern=rnope", "model.n_layers=6", "train.seq_len=32", "eval.multiples=[1,2.5]")
+    assert seen == [("rope", 32, (32, 80)), ("nope", 32, (32, 80))] * 2
 
 
 def test_run_id_is_a_stable_hash_of_the_resolved_spec():
