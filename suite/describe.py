@@ -1,7 +1,10 @@
 """``python -m suite.describe <overrides> [--json]``: print the per-layer table a config builds.
 
-One row per layer: position scheme (with log-length temperature if on), span, and window or
-chunk size. Use it to check what a pattern and overrides really resolve to before training.
+One row per layer: position scheme (with log-length temperature if on), span, and its size as
+the span class declares it (suite/span/base.py): ``w=16`` for a sliding window, ``c=16`` for a
+chunk, ``-`` for full attention. The JSON rows carry ``window`` and ``chunk`` like the result
+columns (suite/identity.py). Use it to check what a pattern and overrides really resolve to
+before training.
 """
 from __future__ import annotations
 
@@ -11,12 +14,19 @@ import sys
 from hydra.errors import HydraException
 
 from suite.config import compose_config
+from suite.span import KINDS
 from suite.spec import SpecError, build
+
+
+def layer_kind(layer) -> str:
+    """'rope/swa w=16', 'rope/chunked c=16', 'nope/full': scheme, span and the span's size."""
+    return f"{layer.position}/{layer.span} {layer.span_label}".strip()
 
 
 def layer_table(spec) -> list[dict]:
     return [
-        {"layer": i, "position": layer.position, "span": layer.span, "window": layer.span_size,
+        {"layer": i, "position": layer.position, "span": layer.span,
+         **{kind: layer.span_size if layer.span_kind == kind else None for kind in KINDS},
          "log_scale": bool(getattr(layer.position_cfg, "log_scale", False))}
         for i, layer in enumerate(spec.model.layers)
     ]
@@ -38,10 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     m = spec.model
     print(f"model {m.name}: {m.n_layers} layers, d_model {m.d_model}, {m.n_heads} heads, pattern {m.pattern}, "
           f"train_len {m.train_len}, run id {spec.run_id}")
-    print(f"{'layer':>5}  {'position':<12} {'span':<8} {'window':>6}  log_scale")
-    for r in rows:
-        window = "-" if r["window"] is None else str(r["window"])
-        print(f"{r['layer']:>5}  {r['position']:<12} {r['span']:<8} {window:>6}  {'yes' if r['log_scale'] else 'no'}")
+    print(f"{'layer':>5}  {'position':<12} {'span':<8} {'size':>6}  log_scale")
+    for r, layer in zip(rows, m.layers):
+        size = layer.span_label or "-"
+        print(f"{r['layer']:>5}  {r['position']:<12} {r['span']:<8} {size:>6}  {'yes' if r['log_scale'] else 'no'}")
     return 0
 
 

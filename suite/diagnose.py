@@ -15,6 +15,7 @@ from hydra.errors import HydraException
 
 from suite import store
 from suite.config import compose_config
+from suite.describe import layer_kind
 from suite.diagnostics import SITES, diagnostic_rows
 from suite.model import PosBenchLM
 from suite.identity import diagnostic_examples, run_id
@@ -54,12 +55,11 @@ def main(argv: list[str] | None = None) -> int:
             gaps[int(fields["layer"])][fields.get("site", "logits")] = r["value"]
     print(f"recency gap f(1) - f({far}) at {stage}, {len(examples)} {task_name} examples of {spec.train.seq_len} tokens")
     columns = [*SITES, "logits"]
-    print(f"{'layer':>5} {'kind':<16}" + "".join(f"{c:>11}" for c in columns))
-    # 'masked': the far lag lies outside the layer's window, so it has no logit there
+    print(f"{'layer':>5} {'kind':<20}" + "".join(f"{c:>11}" for c in columns))
+    # 'masked': the far lag lies outside the layer's window or chunk, so it has no logit there
     for i, layer in enumerate(spec.model.layers):
-        kind = f"{layer.position}/{layer.span}" + (f"{layer.span_size}" if layer.span_size else "")
         cells = [f"{gaps[i][c]:>11.3f}" if gaps[i][c] == gaps[i][c] else f"{'masked':>11}" for c in columns]
-        print(f"{i:>5} {kind:<16}" + "".join(cells))
+        print(f"{i:>5} {layer_kind(layer):<20}" + "".join(cells))
     return 0
 
 

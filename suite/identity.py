@@ -9,6 +9,7 @@ from pathlib import Path
 
 from suite.config import CONF_DIR
 from suite.evalcache import eval_set
+from suite.span import KINDS
 from suite.spec import RunSpec
 
 
@@ -27,16 +28,21 @@ def _joined(values) -> str:
     return "+".join(dict.fromkeys(str(v) for v in values))
 
 
+def span_columns(layers) -> dict:
+    """One column per span kind (suite/span/base.py ``KINDS``: ``window``, ``chunk``): the smallest
+    size of that kind over the layers, None when no layer has a span of that kind."""
+    return {kind: min((layer.span_size for layer in layers if layer.span_kind == kind), default=None) for kind in KINDS}
+
+
 def run_columns(spec: RunSpec) -> dict:
     """The per-run columns of every result row."""
     m = spec.model
-    sizes = [layer.span_size for layer in m.layers if layer.span_size]
     return {
         "run_id": run_id(spec), "sweep": spec.sweep, "spec_hash": spec.run_id, "config_hash": spec.config_hash,
         "code_digest": spec.code, "git_sha": git_sha(),
         "seed": spec.seed, "model": m.name, "n_layers": m.n_layers, "d_model": m.d_model, "n_heads": m.n_heads,
         "pattern": m.pattern, "positions": _joined(layer.position for layer in m.layers),
-        "spans": _joined(layer.span for layer in m.layers), "window": min(sizes) if sizes else None,
+        "spans": _joined(layer.span for layer in m.layers), **span_columns(m.layers),
         "train_len": spec.train.seq_len, "steps": spec.train.steps,
     }
 

@@ -24,7 +24,7 @@ from suite.codedigest import code_digest
 from suite.config import CONF_DIR
 from suite.position import SCHEMES, PositionConfig
 from suite.registry import build_config, lookup
-from suite.span import SPANS, SpanConfig
+from suite.span import SPANS, Span, SpanConfig
 from suite.tracking import dir_problem
 from tasks import TASKS, build_task
 from tasks.base import VOCAB_SIZE
@@ -44,8 +44,22 @@ class LayerSpec:
     span_cfg: SpanConfig
 
     @property
+    def span_kind(self) -> Optional[str]:
+        """What bounds this layer's span ("window", "chunk"), as its class declares (suite/span/base.py)."""
+        return SPANS[self.span].kind
+
+    @property
     def span_size(self) -> Optional[int]:
-        return getattr(self.span_cfg, "window", None) or getattr(self.span_cfg, "chunk", None)
+        """The span's window or chunk in tokens, from its own config (None for full attention)."""
+        return self._span().size
+
+    @property
+    def span_label(self) -> str:
+        """'w=16', 'c=16', or '' for full attention."""
+        return self._span().label
+
+    def _span(self) -> Span:
+        return SPANS[self.span](self.span_cfg)
 
 
 @dataclass(frozen=True)
@@ -267,15 +281,6 @@ def resolve_layers(position: dict, span: dict, pattern: dict, n_layers: int) -> 
     return tuple(layers)
 
 
-def _size_tables(layer: LayerSpec, longest: int) -> LayerSpec:
-    """A position table left at ``max_positions: null`` covers the longest evaluation length, as
-    the ``wpe`` table of Kazemnejad et al. 2023 does: rows past the training length keep their
-    initial values and are scored, not reported unsupported."""
-    if "max_positions" in {f.name for f in dataclasses.fields(layer.position_cfg)} and layer.position_cfg.max_positions is None:
-        return dataclasses.replace(layer, position_cfg=dataclasses.replace(layer.position_cfg, max_positions=longest))
-    return layer
-
-
 def _task_spec(name: str, params: dict, prefix: str = "task") -> TaskSpec:
     cls = lookup("task", name, TASKS)
     params = typed(cls, params, prefix)
@@ -366,15 +371,17 @@ def _check_shapes(m: dict, t: dict) -> None:
     _check_device(t["device"])
 
 
-def _sized_layers(cfg: DictConfig, n_layers: int, train_len: int, longest: int) -> tuple[LayerSpec, ...]:
-    """The pattern tiled over the depth, learned tables sized to the longest eval length."""
-    layers = resolve_layers(_plain(cfg.position), _plain(cfg.span), _plain(cfg.pattern), n_layers)
-    layers = tuple(_size_tables(layer, longest) for layer in layers)
-    for i, layer in enumerate(layers):
-        table = getattr(layer.position_cfg, "max_positions", None)
-        _require(table is None or table >= train_len,
-                 f"layer {i}: learned max_positions={table} is shorter than train.seq_len={train_len}")
-    return layers
+def _checked_layers(cfg: DictConfig, n_layers: int, train_len: int, eval_lens: tuple[int, ...]) -> tuple[LayerSpec, ...]:
+    """The pattern tiled over the depth, each layer's position config passed through its scheme's
+    own ``check`` (suite/position/base.py): resized to the run's lengths, or refused with the layer."""
+    layers = []
+    for i, layer in enumerate(resolve_layers(_plain(cfg.position), _plain(cfg.span), _plain(cfg.pattern), n_layers)):
+        try:
+            position_cfg = SCHEMES[layer.position].check(layer.position_cfg, train_len, eval_lens)
+        except ValueError as err:
+            raise SpecError(f"layer {i}: {err}") from None
+        layers.append(dataclasses.replace(layer, position_cfg=position_cfg))
+    return tuple(layers)
 
 
 def _check_fit(tasks: tuple[TaskSpec, ...], train_len: int, multiples: tuple[float, ...]) -> None:
@@ -418,7 +425,7 @@ def build(cfg: DictConfig | dict) -> RunSpec:
     multiples = tuple(float(x) for x in e["multiples"])
     try:
         _check_shapes(m, t)
-        layers = _sized_layers(cfg, m["n_layers"], t["seq_len"], max(int(round(x * t["seq_len"])) for x in multiples))
+        layers = _checked_layers(cfg, m["n_layers"], t["seq_len"], tuple(int(round(x * t["seq_len"])) for x in multiples))
         tasks, taskset = resolve_tasks(cfg)
         _check_fit(tasks, t["seq_len"], multiples)
         sweep = _sweep_name(cfg)

@@ -21,7 +21,7 @@ import pandas as pd
 
 COLUMNS = [
     "run_id", "sweep", "spec_hash", "config_hash", "code_digest", "git_sha", "seed", "model", "n_layers", "d_model", "n_heads",
-    "pattern", "positions", "spans", "window", "train_len", "steps", "task", "eval_len", "len_ratio",
+    "pattern", "positions", "spans", "window", "chunk", "train_len", "steps", "task", "eval_len", "len_ratio",
     "slice", "metric", "value", "n", "status", "wall_s", "timestamp", "eval_set",
 ]
 SCHEMA = "posbench.run/1"

@@ -3,7 +3,10 @@
 Mutation check: in suite/span/swa.py SlidingWindow.allowed, d < window -> d <= window makes
 test_sliding_window_hides_keys_outside_the_window fail; in suite/attention.py reference_attention,
 / math.sqrt(q.shape[-1]) -> / q.shape[-1] makes test_every_path_equals_the_reference fail for
-every scheme, the ``rope drop_low`` case included."""
+every scheme, the ``rope drop_low`` case included; SlidingWindow.kind "window" -> "chunk" makes
+test_each_span_declares_its_kind_and_its_size_from_its_own_config fail; in suite/span/base.py
+Span.__init_subclass__, skipping the KINDS check makes
+test_a_span_of_an_unknown_kind_is_refused_naming_the_valid_kinds fail."""
 import warnings
 
 import pytest
@@ -12,6 +15,7 @@ import torch
 from suite.attention import BLOCK, Context
 from suite.model import PosBenchLM
 from suite.position import SCHEMES
+from suite.span import KINDS, SPANS, Span
 from tests.conftest import make_spec
 
 SPAN_OVERRIDES = {"full": ["span=full"], "swa": ["span=swa", "span.window=5"], "chunked": ["span=chunked", "span.chunk=6"]}
@@ -90,6 +94,27 @@ def test_chunks_hide_earlier_chunks(scheme):
     assert _output_change(model, tokens, 11, query) == 0.0  # last token of the previous chunk
     assert _output_change(model, tokens, 12, query) > 1e-6  # first token of its own chunk
     assert _output_change(model, tokens, 16, query) == 0.0  # the future is causal-masked
+
+
+@pytest.mark.parametrize("name,params,kind,size,label", [
+    ("full", {}, None, None, ""),
+    ("swa", {"window": 7}, "window", 7, "w=7"),
+    ("chunked", {"chunk": 5}, "chunk", 5, "c=5"),
+])
+def test_each_span_declares_its_kind_and_its_size_from_its_own_config(name, params, kind, size, label):
+    span = SPANS[name](SPANS[name].Config(**params))
+    assert (span.kind, span.size, span.label) == (kind, size, label)
+
+
+def test_every_span_is_in_the_facts_table_and_has_a_known_kind():
+    assert set(SPANS) == {"full", "swa", "chunked"}  # a new span: add it to the table above
+    for cls in SPANS.values():
+        assert cls.kind is None or cls.kind in KINDS
+
+
+def test_a_span_of_an_unknown_kind_is_refused_naming_the_valid_kinds():
+    with pytest.raises(TypeError, match="kind='dilation'; valid: window, chunk or None"):
+        type("Dilated", (Span,), {"name": "dilated", "kind": "dilation"})
 
 
 def test_attention_logits_are_per_layer_with_masked_minus_inf():

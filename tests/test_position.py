@@ -15,7 +15,11 @@ dimension instead of per pair (repeat_interleave on the half layout) fails it to
 instead of train_len // 2 fails test_xpos_scales_q_up_and_k_down_from_the_center; an exponent not
 divided by scale_base fails test_xpos_scores_stay_finite_in_float32; FACTOR_BITS 65, or the
 training-length guard loosened by 1000 tokens, fails
-test_xpos_max_length_bounds_the_largest_factor_by_2_to_the_64."""
+test_xpos_max_length_bounds_the_largest_factor_by_2_to_the_64. Also: in suite/position/alibi.py alibi_slopes, the extra slopes [0::2] -> [1::2] makes
+test_alibi_slopes_12_heads_follow_the_non_power_of_two_rule fail; in suite/position/learned.py
+Learned.check, max_positions < train_len -> <= train_len makes
+test_learned_check_sizes_a_null_table_to_the_longest_eval_length_and_keeps_a_set_one fail, and
+sizing a null table to min(eval_lens) makes it fail too."""
 import math
 
 import pytest
@@ -122,6 +126,26 @@ def test_learned_table_refuses_positions_past_its_end():
     scheme.embed(torch.zeros(1, 32, 16), torch.arange(32))
     with pytest.raises(LengthUnsupported):
         scheme.embed(torch.zeros(1, 33, 16), torch.arange(33))
+
+
+def test_learned_check_sizes_a_null_table_to_the_longest_eval_length_and_keeps_a_set_one():
+    learned = SCHEMES["learned"]
+    assert learned.check(learned.Config(), 32, (32, 64, 256)).max_positions == 256  # Kazemnejad et al.'s wpe
+    assert learned.check(learned.Config(max_positions=48), 32, (32, 64, 256)).max_positions == 48
+    assert learned.check(learned.Config(max_positions=32), 32, (32, 64)).max_positions == 32  # the edge
+
+
+def test_learned_check_refuses_a_table_shorter_than_the_training_length():
+    learned = SCHEMES["learned"]
+    with pytest.raises(ValueError, match=r"learned max_positions=31 is shorter than train\.seq_len=32; "
+                                         r"valid: null \(the longest eval length\) or at least 32"):
+        learned.check(learned.Config(max_positions=31), 32, (32, 64))
+
+
+@pytest.mark.parametrize("name", sorted(set(SCHEMES) - {"learned"}))
+def test_a_scheme_without_rules_passes_its_config_through_check(name):
+    cfg = SCHEMES[name].Config()
+    assert SCHEMES[name].check(cfg, 32, (32, 64)) is cfg
 
 
 # ---------------------------------------------------------------- RoPE (Su et al. 2021)

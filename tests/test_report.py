@@ -1,7 +1,8 @@
 """Leaderboard tables against hand-computed values, and a report built from a fixture store.
 
-Mutation check: in suite/report/tables.py _arrays, OOD eval_len > train_len -> eval_len >= train_len
-makes test_mrr_with_ties_by_hand fail."""
+Mutation checks: in suite/report/tables.py _arrays, OOD eval_len > train_len -> eval_len >= train_len
+makes test_mrr_with_ties_by_hand fail; SIZE_LABELS chunk "c" -> "w", or "chunk" left out of
+BREAKDOWN_COLUMNS, makes test_a_chunk_is_labelled_c_and_broken_down_apart_from_windows fail."""
 import math
 import re
 
@@ -134,3 +135,29 @@ def test_html_report_escapes_run_supplied_strings(fixture_store, tmp_path):
     assert "<script>" not in page and "&lt;script&gt;" in page and "<b>sweep</b>" not in page
 
 
+def _sized(run, pattern, spans, window, chunk, value):
+    row = _row(run, "rope", 0, "copy", 32, value, pattern=pattern, config=run)
+    return {**row, "spans": spans, "window": window, "chunk": chunk}
+
+
+def test_a_chunk_is_labelled_c_and_broken_down_apart_from_windows(tmp_path):
+    for row in [_sized("llama4", "llama4", "chunked+full", None, 16, 0.2),
+                _sized("command_a", "command_a", "swa+full", 16, None, 0.4),
+                _sized("rope-chunked", "uniform", "chunked", None, 8, 0.6),
+                _sized("rope-swa", "uniform", "swa", 8, None, 0.8)]:
+        store.write_run(tmp_path, "fx", row["run_id"], {"run_id": row["run_id"], "sweep": "fx"}, [row])
+    df = store.load(tmp_path / "fx")
+    labels = sorted(df.apply(tables.scheme_label, axis=1))
+    assert labels == ["command_a w=16", "llama4 c=16", "rope chunked c=8", "rope swa w=8"]
+    assert {"window", "chunk"} <= set(tables.varied(df))
+    by_chunk = tables.breakdown(df, "chunk")["1x train length"]
+    assert by_chunk.to_dict() == pytest.approx({"8": 0.6, "16": 0.2, "None": 0.6})  # None: the two window runs
+    by_window = tables.breakdown(df, "window")["1x train length"]
+    assert by_window.to_dict() == pytest.approx({"8": 0.8, "16": 0.4, "None": 0.4})
+
+
+def test_every_span_kind_is_a_results_column_a_setting_and_a_label():
+    from suite.span import KINDS
+
+    assert tables.SIZE_LABELS == KINDS
+    assert all(k in store.COLUMNS and k in tables.BREAKDOWN_COLUMNS and k in tables.CONFIG_COLUMNS for k in KINDS)

@@ -4,7 +4,9 @@ never or unsupported, best rows first, legends outside the data, plain column na
 Mutation checks: in suite/report/plots.py plot_task, a legend inside the axes (ax.legend()) makes
 test_legends_and_colour_bars_sit_outside_the_data[task] fail; in suite/report/tables.py
 scheme_order, sorting by name alone makes
-test_task_table_has_named_lengths_dashes_for_unsupported_and_best_rows_first fail.
+test_task_table_has_named_lengths_dashes_for_unsupported_and_best_rows_first fail; size_columns
+returning ["window"] only, or plot_recency dropping the chunk from its line labels, makes
+test_a_chunked_run_is_never_drawn_or_tabled_as_a_window fail.
 """
 import math
 import re
@@ -13,7 +15,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from suite import bench
+from suite import bench, store
 from suite.report import plots, render, tables
 from tests.test_report import _row, frame
 
@@ -75,6 +77,37 @@ def test_legends_and_colour_bars_sit_outside_the_data(monkeypatch, draw):
     others += [a.get_window_extent() for a in fig.axes[1:]]  # colour bars
     assert others and all(not box.overlaps(o) for o in others)
     plt.close(fig)
+
+
+def _diagnostic_store(tmp_path):
+    """A window run, a chunked run and a full-attention run, each with recency rows at init and trained."""
+    runs = {"swa": ("rope_in_swa", 8, None), "chunked": ("llama4", None, 8), "full": ("uniform", None, None)}
+    for run, (pattern, window, chunk) in runs.items():
+        rows = []
+        for at, value in (("init", 0.1), ("trained", 0.5)):
+            base = {**_row(run, "rope", 0, "copy", 32, value, pattern=pattern), "window": window, "chunk": chunk}
+            rows.append({**base, "metric": "recency_gap", "slice": f"at={at},layer=0,site=resid_out,far=16"})
+            rows += [{**base, "metric": "recency_cos", "slice": f"at={at},layer=0,site=resid_out,lag={lag}"}
+                     for lag in (1, 4, 16)]
+        store.write_run(tmp_path, "dg", run, {"run_id": run, "sweep": "dg"}, rows)
+    return store.load(tmp_path / "dg")
+
+
+def test_a_chunked_run_is_never_drawn_or_tabled_as_a_window(tmp_path, monkeypatch):
+    df = _diagnostic_store(tmp_path)
+    t = tables.recency_table(df).set_index("pattern")
+    assert t.loc["llama4", ["window", "chunk"]].tolist() == [0, 8]
+    assert t.loc["rope_in_swa", ["window", "chunk"]].tolist() == [8, 0]
+    figures = []
+    monkeypatch.setattr(plots, "_png", lambda fig: figures.append(fig) or b"")
+    plots.plot_recency(df)
+    lines = {line.get_label(): list(line.get_xdata()) for line in figures[0].axes[0].get_lines()}
+    assert lines["llama4 c=8 (trained)"] == [0] and lines["rope_in_swa (trained)"] == [8]
+    plots.plot_profiles(df)
+    titles = sorted(ax.get_title() for ax in figures[1].axes if ax.get_title())
+    assert titles == ["llama4 c=8", "rope_in_swa w=8", "uniform"]
+    for fig in figures:
+        plt.close(fig)
 
 
 def test_perf_tables_have_plain_headers_whole_lengths_and_dashes():

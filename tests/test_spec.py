@@ -2,10 +2,18 @@
 
 Mutation checks: in suite/spec.py resolve_layers, an empty ``clash`` list makes
 test_a_pattern_and_a_span_group_that_disagree_on_a_window_are_refused fail; in build, skipping the
-``_unfit`` check at train.seq_len makes test_a_task_that_cannot_fill_the_training_length_is_refused fail.
+``_unfit`` check at train.seq_len makes test_a_task_that_cannot_fill_the_training_length_is_refused fail;
+LayerSpec.span_size guessing getattr(span_cfg, "window"/"chunk") instead of asking the span class makes
+test_a_layer_takes_its_span_kind_and_size_from_the_span_class fail; in suite/describe.py layer_table,
+putting every size under "window" makes test_layer_table_matches_spec fail, and layer_kind printing
+"w=" for every sized span makes test_a_layer_kind_names_its_span_size_as_a_window_or_a_chunk fail;
+in _checked_layers, keeping layer.position_cfg instead of calling the scheme's check, or dropping the
+"layer {i}: " prefix from its error, makes test_build_passes_every_layer_through_its_schemes_check fail.
 """
+import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,9 +21,10 @@ from pathlib import Path
 import pytest
 
 from suite.config import CONF_DIR, compose_config
-from suite.describe import layer_table
-from suite.position import SCHEMES
-from suite.spec import SpecError, build
+from suite.describe import layer_kind, layer_table
+from suite.position import SCHEMES, PositionConfig
+from suite.span import SPANS, Span, SpanConfig
+from suite.spec import LayerSpec, SpecError, build
 from tests.conftest import make_spec
 
 GROUPS = ["model", "position", "span", "pattern", "task", "taskset", "train", "eval", "logger"]
@@ -40,6 +49,29 @@ def test_command_a_over_8_layers():
     spec = make_spec("pattern=command_a", "model.n_layers=8")
     assert _kinds(spec) == [("rope", "swa")] * 3 + [("nope", "full")] + [("rope", "swa")] * 3 + [("nope", "full")]
     assert all(layer.span_cfg.window == 16 for layer in spec.model.layers if layer.span == "swa")
+
+
+def test_llama4_layers_are_chunks_and_command_a_layers_are_windows():
+    facts = lambda spec: [(layer.span_kind, layer.span_size, layer.span_label) for layer in spec.model.layers]
+    assert facts(make_spec("pattern=llama4")) == [("chunk", 16, "c=16")] * 3 + [(None, None, "")]
+    assert facts(make_spec("pattern=command_a")) == [("window", 16, "w=16")] * 3 + [(None, None, "")]
+
+
+def test_a_layer_takes_its_span_kind_and_size_from_the_span_class(monkeypatch):
+    @dataclasses.dataclass(frozen=True)
+    class BandConfig(SpanConfig):
+        width: int = 3  # neither "window" nor "chunk": only the class knows what sizes it
+
+    class Band(Span):
+        name, Config, kind = "band", BandConfig, "window"
+
+        @property
+        def size(self):
+            return self.cfg.width
+
+    monkeypatch.setitem(SPANS, "band", Band)
+    layer = LayerSpec("nope", PositionConfig(), "band", BandConfig(width=9))
+    assert (layer.span_kind, layer.span_size, layer.span_label) == ("window", 9, "w=9")
 
 
 def test_pattern_window_sizes_its_swa_layers():
@@ -116,6 +148,22 @@ def test_bad_configuration_names_the_value(overrides, message):
         make_spec(*overrides)
 
 
+def test_build_passes_every_layer_through_its_schemes_check(monkeypatch):
+    seen = []
+
+    def check(cls, cfg, train_len, eval_lens):
+        seen.append((cls.name, train_len, eval_lens))
+        if len(seen) == 4:
+            raise ValueError("value=1 is refused; valid: >= 2")
+        return cfg
+
+    monkeypatch.setattr(SCHEMES["rope"], "check", classmethod(check))
+    monkeypatch.setattr(SCHEMES["nope"], "check", classmethod(check))
+    with pytest.raises(SpecError, match=r"^layer 3: value=1 is refused; valid: >= 2$"):
+        make_spec("pattern=rnope", "model.n_layers=6", "train.seq_len=32", "eval.multiples=[1,2.5]")
+    assert seen == [("rope", 32, (32, 80)), ("nope", 32, (32, 80))] * 2
+
+
 def test_run_id_is_a_stable_hash_of_the_resolved_spec():
     a, b = make_spec("position=alibi"), make_spec("position=alibi")
     assert a.run_id == b.run_id and len(a.run_id) == 12
@@ -129,22 +177,30 @@ def test_inspect_json_lists_every_layer():
                          capture_output=True, text=True, check=True, cwd=Path(__file__).parent.parent)
     rows = json.loads(out.stdout)
     assert [r["layer"] for r in rows] == list(range(8))
-    assert set(rows[0]) >= {"layer", "position", "span", "window"}
-    assert rows[3] == {"layer": 3, "position": "nope", "span": "full", "window": None, "log_scale": False}
-    assert rows[4]["position"] == "rope" and rows[4]["span"] == "swa" and rows[4]["window"] == 16
+    assert set(rows[0]) >= {"layer", "position", "span", "window", "chunk"}
+    assert rows[3] == {"layer": 3, "position": "nope", "span": "full", "window": None, "chunk": None, "log_scale": False}
+    assert rows[4]["position"] == "rope" and rows[4]["span"] == "swa" and (rows[4]["window"], rows[4]["chunk"]) == (16, None)
 
 
 def test_inspect_table_and_bad_input_exit_code():
     cwd = Path(__file__).parent.parent
     ok = subprocess.run([sys.executable, "-m", "suite.describe", "pattern=llama4"], capture_output=True, text=True, cwd=cwd)
-    assert ok.returncode == 0 and "chunked" in ok.stdout and "yes" in ok.stdout
+    assert ok.returncode == 0 and "yes" in ok.stdout
+    assert re.search(r"0  rope +chunked +c=16  no", ok.stdout) and "w=16" not in ok.stdout
     bad = subprocess.run([sys.executable, "-m", "suite.describe", "position=fourier"], capture_output=True, text=True, cwd=cwd)
     assert bad.returncode == 2 and "fourier" in bad.stderr and "alibi" in bad.stderr
 
 
 def test_layer_table_matches_spec():
     spec = make_spec("pattern=llama4")
-    assert layer_table(spec)[3]["log_scale"] is True and layer_table(spec)[0]["window"] == 16
+    assert layer_table(spec)[3]["log_scale"] is True
+    assert (layer_table(spec)[0]["chunk"], layer_table(spec)[0]["window"]) == (16, None)  # a chunk is not a window
+
+
+def test_a_layer_kind_names_its_span_size_as_a_window_or_a_chunk():
+    kinds = lambda *overrides: [layer_kind(layer) for layer in make_spec(*overrides).model.layers]
+    assert kinds("pattern=llama4") == ["rope/chunked c=16"] * 3 + ["nope/full"]
+    assert kinds("pattern=command_a", "pattern.window=8") == ["rope/swa w=8"] * 3 + ["nope/full"]
 
 
 def test_run_id_leaves_out_options_at_their_defaults():

@@ -1,8 +1,10 @@
 """The store cannot lie: a result file with an impossible row is named and skipped, the rest load,
 and the report still builds.
 
-Mutation check: in suite/store.py row_problem, eval_len <= 0 -> eval_len < 0 makes
-test_a_file_with_an_impossible_row_is_named_and_skipped[zero eval length] fail."""
+Mutation checks: in suite/store.py row_problem, eval_len <= 0 -> eval_len < 0 makes
+test_a_file_with_an_impossible_row_is_named_and_skipped[zero eval length] fail; dropping "chunk" from
+COLUMNS, or in suite/identity.py span_columns taking every sized layer instead of the layers of that
+kind (chunks counted as windows), makes test_stored_rows_carry_the_smallest_window_and_the_smallest_chunk fail."""
 import math
 
 import pytest
@@ -87,3 +89,22 @@ def test_a_sweep_name_that_would_leave_its_folder_is_refused(name):
     with pytest.raises(SpecError, match=r"sweep_name=.*must be letters, digits"):
         make_spec(f"sweep_name='{name}'")
 
+
+
+@pytest.mark.parametrize("overrides,window,chunk", [
+    (["pattern=llama4"], None, 16),                                # chunked layers: a chunk, not a window
+    (["pattern=command_a", "pattern.window=8"], 8, None),
+    (["span=swa", "span.window=12"], 12, None),
+    (["span=chunked", "span.chunk=6"], None, 6),
+    ([], None, None),                                              # full attention everywhere
+    (["pattern.layers=[{span: swa}, {span: chunked}, {span: swa}]", "+pattern.window=4", "+pattern.chunk=12",
+      "pattern.name=mixed"], 4, 12),
+])
+def test_stored_rows_carry_the_smallest_window_and_the_smallest_chunk(tmp_path, overrides, window, chunk):
+    from suite.identity import run_columns
+    from tests.conftest import make_spec
+
+    columns = run_columns(make_spec(*overrides))
+    store.write_run(tmp_path, "sw", "r", {"run_id": "r", "sweep": "sw"}, [{**columns, **_row()}])
+    row = store.load(tmp_path / "sw").iloc[0]
+    assert (row.window, row.chunk) == (window, chunk)

@@ -5,6 +5,13 @@ every layer (``qk``); bias schemes add a (H, Tq, Tk) score bias in every layer (
 contextual schemes add a term computed from the logits themselves (``logit_term``, with
 ``needs_logits`` set so attention materializes them; CoPE counts gated keys this way).
 Every scheme also takes the optional log-length softmax temperature (``log_scale``).
+
+A scheme owns its checks: the classmethod ``check(cfg, train_len, eval_lens)`` receives a layer's
+config, the training length and every evaluation length, and returns the config the run uses
+(resized to those lengths where the scheme sizes itself by them) or raises ``ValueError`` naming
+the bad value and its valid range. ``suite/spec.py`` calls it for every layer before anything
+trains and reports the error with the layer's index. The default has no rules; ``learned``
+sizes its table and refuses one shorter than the training length.
 """
 from __future__ import annotations
 
@@ -64,6 +71,12 @@ class PositionScheme(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.dims = dims
+
+    @classmethod
+    def check(cls, cfg: PositionConfig, train_len: int, eval_lens: tuple[int, ...]) -> PositionConfig:
+        """``cfg`` as a run with these lengths uses it, or ValueError naming the bad value and the
+        valid range. Default: no rules, ``cfg`` unchanged."""
+        return cfg
 
     def embed(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         return x

@@ -1,12 +1,14 @@
 """Learned absolute positions: one trained vector per position, up to ``max_positions``.
 
-Used by GPT (Radford et al. 2018) and BERT (Devlin et al. 2019). By default the run spec sizes the
-table to the longest evaluation length, as Kazemnejad et al. 2023 did (their ``wpe``): rows past
-the training length are never trained, keep their initial values and are scored. Positions past
-a shorter table have no vector, so that evaluation is ``unsupported`` rather than a crash.
+Used by GPT (Radford et al. 2018) and BERT (Devlin et al. 2019). By default the table covers the
+longest evaluation length (``check``, called by the run spec), as Kazemnejad et al. 2023 did (their
+``wpe``): rows past the training length are never trained, keep their initial values and are
+scored. Positions past a shorter table have no vector, so that evaluation is ``unsupported`` rather
+than a crash; a table shorter than the training length is refused before training.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
@@ -34,6 +36,17 @@ class Learned(PositionScheme):
         super().__init__(cfg, dims)
         self.table = nn.Embedding(cfg.max_positions or dims.train_len, dims.d_model)
         nn.init.normal_(self.table.weight, std=0.02)  # the token embeddings' scale
+
+    @classmethod
+    def check(cls, cfg, train_len, eval_lens):
+        """A table left at ``max_positions: null`` sized to the longest eval length; one shorter
+        than the training length (no vector for trained positions) refused."""
+        if cfg.max_positions is None:
+            cfg = dataclasses.replace(cfg, max_positions=max(eval_lens))
+        if cfg.max_positions < train_len:
+            raise ValueError(f"learned max_positions={cfg.max_positions} is shorter than train.seq_len={train_len}; "
+                             f"valid: null (the longest eval length) or at least {train_len}")
+        return cfg
 
     def max_length(self):
         return self.table.num_embeddings

@@ -43,16 +43,19 @@ def plot_task(board: pd.DataFrame, task: str) -> bytes:
 
 
 def plot_recency(df: pd.DataFrame) -> bytes | None:
-    """Recency gap of the last layer's output against window size, per pattern, at init and trained."""
+    """Recency gap of the last layer's output against window size, per pattern (and chunk size: a
+    chunked run is its own line, at window 0, never a point on the window axis), at init and trained."""
     d = tables.diagnostics(df, "recency_gap")
     if d.empty:
         return None
     d = d[(d.site == "resid_out") & (d.layer == d.layer.max())].copy()
-    d["window"] = d["window"].fillna(0).astype(int)
+    chunks = tables.size_columns(d)[1:]  # ["chunk"] when some run has chunked layers
     fig, ax = plt.subplots(figsize=(6, 3.6), dpi=100)
-    for (pattern, at), g in d.groupby(["pattern", "at"]):
+    for key, g in d.groupby(["pattern", *chunks, "at"]):
+        pattern, at = key[0], key[-1]
+        chunk = f" c={key[1]}" if chunks and key[1] else ""
         g = g.groupby("window").value.mean()
-        ax.plot(g.index, g.values, marker="o", ls="-" if at == "trained" else "--", label=f"{pattern} ({at})")
+        ax.plot(g.index, g.values, marker="o", ls="-" if at == "trained" else "--", label=f"{pattern}{chunk} ({at})")
     ax.set_xlabel("window (0: no window)")
     ax.set_ylabel("recency gap f(1) - f(L)")
     ax.set_title("last layer output: recency gap against window")
@@ -62,20 +65,19 @@ def plot_recency(df: pd.DataFrame) -> bytes | None:
 
 
 def plot_profiles(df: pd.DataFrame) -> bytes | None:
-    """Recency profiles f(d) of each layer's output against lag, one panel per pattern and window
-    (trained: solid, init: dashed), mean over seeds."""
+    """Recency profiles f(d) of each layer's output against lag, one panel per pattern and span
+    size (window, or chunk: 'w=16', 'c=16') (trained: solid, init: dashed), mean over seeds."""
     d = tables.diagnostics(df, "recency_cos")
     if d.empty:
         return None
     d = d[d.site == "resid_out"].copy()
-    d["window"] = d["window"].fillna(0).astype(int)
+    sizes = tables.size_columns(d)
     d["lag"] = d["lag"].astype(int)
-    panels = sorted(d.groupby(["pattern", "window"]).groups)
+    panels = list(d.groupby(["pattern", *sizes]))
     cols = min(3, len(panels))
     rows = -(-len(panels) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 2.8 * rows), dpi=90, squeeze=False, sharey=True)
-    for ax, (pattern, window) in zip(axes.flat, panels):
-        g = d[(d.pattern == pattern) & (d.window == window)]
+    for ax, ((pattern, *values), g) in zip(axes.flat, panels):
         for (layer, at), h in g.groupby(["layer", "at"]):
             if at not in ("init", "trained"):
                 continue
@@ -83,7 +85,7 @@ def plot_profiles(df: pd.DataFrame) -> bytes | None:
             ax.plot(h.index, h.values, ls="-" if at == "trained" else "--", color=f"C{layer}",
                     label=f"layer {layer}" if at == "trained" else None)
         ax.set_xscale("log", base=2)
-        ax.set_title(f"{pattern} w={window}" if window else pattern, fontsize=9)
+        ax.set_title(f"{pattern} {tables.size_label({k: v or None for k, v in zip(sizes, values)})}".strip(), fontsize=9)
         ax.grid(alpha=0.3)
     for ax in axes.flat[len(panels):]:
         ax.axis("off")

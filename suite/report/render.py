@@ -89,7 +89,8 @@ def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = THR
 
 RECENCY_TEXT = ("Mean cosine similarity of hidden states (block outputs) at lag 1 minus at the far lag L "
                 "(the largest grid lag at most half the training length), by layer, at initialization and "
-                "after training; mean over seeds. Rows: pattern and window (0: no window).")
+                "after training; mean over seeds. Rows: pattern and window (0: no window); a sweep with chunked "
+                "layers adds their chunk size (0: none), which is not a window.")
 
 TIE_TEXT = {"min": "ties share the best rank of their group (1, 1, 3)",
             "average": "ties share the mean of the ranks they span (1.5, 1.5, 3)"}

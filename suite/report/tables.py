@@ -29,9 +29,11 @@ from suite.slices import parse_slice
 from tasks import TASKS
 
 TIE_RULES = ("min", "average")
-BREAKDOWN_COLUMNS = ("spans", "window", "pattern", "model", "train_len")
+# the span-size columns (one per span kind, suite/span/base.py KINDS) and their short labels
+SIZE_LABELS = {"window": "w", "chunk": "c"}
+BREAKDOWN_COLUMNS = ("spans", "window", "chunk", "pattern", "model", "train_len")
 # what a run's configuration is made of, for rows written before ``config_hash`` existed
-CONFIG_COLUMNS = ("model", "n_layers", "d_model", "n_heads", "pattern", "positions", "spans", "window",
+CONFIG_COLUMNS = ("model", "n_layers", "d_model", "n_heads", "pattern", "positions", "spans", "window", "chunk",
                   "train_len", "steps")
 BOOTSTRAP_REPS = 1000
 BOOTSTRAP_SEED = 0
@@ -46,20 +48,25 @@ def headline_metric(task: str, metric: str | None = None) -> str:
     return getattr(TASKS.get(task), "primary_metric", "exact_match")
 
 
+def size_label(row) -> str:
+    """'w=16', 'c=16', 'w=8 c=16' or '': a row's span sizes (its ``window`` and ``chunk`` columns)."""
+    sizes = [(short, row.get(column)) for column, short in SIZE_LABELS.items()]
+    return " ".join(f"{short}={int(size)}" for short, size in sizes if size is not None and not pd.isna(size))
+
+
 def scheme_label(row) -> str:
-    """'rope', 'alibi w=16', 'command_a w=16': the position scheme of a uniform stack, else the pattern."""
+    """'rope', 'alibi swa w=16', 'llama4 c=16': the position scheme of a uniform stack (with its
+    span when not full), else the pattern; then the span sizes (``size_label``)."""
     label = row["positions"] if row["pattern"] == "uniform" else row["pattern"]
     if row["pattern"] == "uniform" and row["spans"] != "full":
         label = f"{label} {row['spans']}"
-    window = row.get("window")
-    if window is not None and not pd.isna(window):
-        label = f"{label} w={int(window)}"
-    return label
+    sizes = size_label(row)
+    return f"{label} {sizes}" if sizes else label
 
 
 def config_key(df: pd.DataFrame) -> pd.Series:
     """Each row's ``config_hash``; for rows without one (older stores), a hash of CONFIG_COLUMNS."""
-    fallback = df[list(CONFIG_COLUMNS)].apply(lambda r: "|".join(map(str, r)), axis=1)
+    fallback = df.reindex(columns=list(CONFIG_COLUMNS)).apply(lambda r: "|".join(map(str, r)), axis=1)
     fallback = fallback.map(lambda s: hashlib.sha1(s.encode()).hexdigest()[:12])
     if "config_hash" not in df:
         return fallback
@@ -378,6 +385,16 @@ def stale_code_warning(df: pd.DataFrame) -> str | None:
             "their numbers may not be what this code gives; rerun the sweep")
 
 
+def size_columns(d: pd.DataFrame) -> list[str]:
+    """``window``, and ``chunk`` when some row has one, filled in place with 0 for "none"
+    (integers, so the diagnostics group on them)."""
+    d["window"] = d["window"].fillna(0).astype(int)
+    if "chunk" not in d or d["chunk"].isna().all():
+        return ["window"]
+    d["chunk"] = d["chunk"].fillna(0).astype(int)
+    return ["window", "chunk"]
+
+
 def diagnostics(df: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Rows of a diagnostic metric with their slice fields (at, layer, site, lag, segment, far)
     as columns, plus ``scheme``."""
@@ -392,12 +409,13 @@ def diagnostics(df: pd.DataFrame, metric: str) -> pd.DataFrame:
 
 
 def recency_table(df: pd.DataFrame, site: str = "resid_out") -> pd.DataFrame:
-    """Recency gap f(1) - f(L) of ``site`` by pattern and window x (stage, layer), mean over seeds."""
+    """Recency gap f(1) - f(L) of ``site`` by pattern, window (0: none) and, when a run has chunked
+    layers, chunk (0: none) x (stage, layer), mean over seeds."""
     d = diagnostics(df, "recency_gap")
     if d.empty:
         return d
     d = d[d.site == site]
-    d["window"] = d["window"].fillna(0).astype(int)
-    t = d.pivot_table(index=["pattern", "window"], columns=["at", "layer"], values="value", aggfunc="mean")
+    sizes = size_columns(d)
+    t = d.pivot_table(index=["pattern", *sizes], columns=["at", "layer"], values="value", aggfunc="mean")
     t.columns = [f"{at} layer {layer}" for at, layer in t.columns]
     return t.reset_index()

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import suite.span as _pkg
 from suite.registry import discover
-from suite.span.base import Span, SpanConfig
+from suite.span.base import KINDS, Span, SpanConfig
 
 SPANS: dict[str, type[Span]] = discover(_pkg, Span)
 
-__all__ = ["SPANS", "Span", "SpanConfig"]
+__all__ = ["KINDS", "SPANS", "Span", "SpanConfig"]

@@ -23,6 +23,7 @@ class ChunkConfig(SpanConfig):
 class Chunked(Span):
     name = "chunked"
     Config = ChunkConfig
+    kind = "chunk"
 
     def allowed(self, pos_q, pos_k):
         c = self.cfg.chunk

@@ -23,6 +23,7 @@ class WindowConfig(SpanConfig):
 class SlidingWindow(Span):
     name = "swa"
     Config = WindowConfig
+    kind = "window"
 
     def allowed(self, pos_q, pos_k):
         d = pos_q[:, None] - pos_k[None, :]
