@@ -15,8 +15,7 @@ dimension instead of per pair (repeat_interleave on the half layout) fails it to
 instead of train_len // 2 fails test_xpos_scales_q_up_and_k_down_from_the_center; an exponent not
 divided by scale_base fails test_xpos_scores_stay_finite_in_float32; FACTOR_BITS 65, or the
 training-length guard loosened by 1000 tokens, fails
-test_xpos_max_length_bounds_the_largest_factor_by_2_to_the_64. Also: in suite/position/alibi.py alibi_slopes, the extra slopes [0::2] -> [1::2] makes
-test_alibi_slopes_12_heads_follow_the_non_power_of_two_rule fail; in suite/position/learned.py
+test_xpos_max_length_bounds_the_largest_factor_by_2_to_the_64. In suite/position/learned.py
 Learned.check, max_positions < train_len -> <= train_len makes
 test_learned_check_sizes_a_null_table_to_the_longest_eval_length_and_keeps_a_set_one fail, and
 sizing a null table to min(eval_lens) makes it fail too."""
