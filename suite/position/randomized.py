@@ -17,9 +17,12 @@ maps token indices to sampled positions and hands those to every hook of the bas
 * One sample per forward, shared by every example of the batch and every layer: the suite's
   hooks take one (T,) position vector per forward. The authors' code also draws one sample
   per batch, but draws it afresh in every attention layer for rotary and ALiBi encodings.
-* Causal port: the authors' noisy relative (Transformer-XL) encoding and their ALiBi variant
-  sample offsets on both sides of a query, for encoders without a causal mask. Here the
-  sampled positions themselves go to the base scheme, whose causal bias or rotation they feed.
+* Causal port: the authors' noisy relative (Transformer-XL) encoding is non-causal (their code
+  refuses causal attention), and their noisy ALiBi samples the offsets i - j themselves, on
+  both sides of a query, for an encoder without a causal mask. Here the sampled positions go
+  to the base scheme: a causal bias (ALiBi, T5) sees their differences p_i - p_j, RoPE rotates
+  by them, absolute schemes add their encodings, as the authors' sin/cos, learned and rotary
+  variants do.
 * ``embed`` draws the sample: ``PosBenchLM.forward`` calls every scheme's ``embed`` once per
   forward, before any layer, with the token indices 0 .. T-1; the later hooks of that forward
   index the sample with the indices they receive (slices of them on the blockwise path).
@@ -30,9 +33,10 @@ maps token indices to sampled positions and hands those to every hook of the bas
   bounds every sequence: a longer one raises ``LengthUnsupported``.
 
 Reproducible and resumable: sample k of a run is a pure function of two persistent buffers,
-``seed`` (the global torch seed at construction, which the runner sets to the run's seed) and
-``draws`` (samples drawn so far, saved in every checkpoint), computed on the device with
-integer hashes, without a host read or a graph break under ``torch.compile``.
+``seed`` (the global torch seed at construction, which the runner sets to the run's seed; read,
+not drawn, so the global generator that initializes the weights is left as it was) and ``draws`` (samples drawn
+so far, saved in every checkpoint). The sample is computed on the device with integer hashes:
+the same on every device, with no host read and no graph break under ``torch.compile``.
 """
 from __future__ import annotations
 
