@@ -14,14 +14,16 @@ test_a_seed_reproduces_the_samples_and_a_resumed_run_continues_them; in position
 test_every_training_path_equals_the_reference_with_the_same_sample; there,
 ``sample[kv_idx]`` -> ``kv_idx``: test_score_mod_is_the_bias_at_the_sampled_positions; dropping
 ``params["max_positions"] = max_len``: test_a_learned_base_gets_a_table_of_max_len_rows; in _fits,
-``n > self.max_len`` -> ``n >= self.max_len``: test_lengths_past_max_len_are_unsupported; dropping the
-``base == Randomized.name`` check: test_config_errors_name_the_value_and_the_choices; dropping ``t5`` from
+``n > self.max_len`` -> ``n >= self.max_len``, or in check, ``MAX_LEN_MULTIPLE * train_len`` -> ``train_len``:
+test_lengths_past_max_len_are_unsupported; dropping the ``base == Randomized.name`` check, or ``and not
+cls.needs_logits`` in bases: test_config_errors_name_the_value_and_the_choices; dropping ``t5`` from
 the bases' import: test_the_code_digest_covers_every_base; in qk, ``mapped_q if pos_k is pos_q else
 self.positions(pos_k)`` -> ``mapped_q``: test_cached_decoding_equals_the_forward_for_every_base; dropping
 the ``int(pos[0]) != 0`` check: test_random_eval_positions_are_one_sample_per_length; in _draw's training
 branch, ``self._fits(n)`` -> ``self._fits(int(pos.max()) + 1)`` (a host read):
 test_a_compiled_training_forward_draws_what_an_eager_one_draws."""
 import math
+import re
 import warnings
 
 import pytest
@@ -222,18 +224,21 @@ def test_lengths_past_max_len_are_unsupported():
         model(tokens[:, :40])
         with pytest.raises(LengthUnsupported, match="max_len=40"):
             model(tokens)
-    with pytest.raises(ValueError, match="max_len=16 is shorter than train.seq_len=32"):
-        _model("position=randomized", "position.max_len=16")
+    with pytest.raises(SpecError, match="layer 0: randomized.max_len=16 is shorter than train.seq_len=32; valid: null"):
+        make_spec(*SMALL, "position=randomized", "position.max_len=16")
+    assert make_spec(*SMALL, "position=randomized").model.layers[0].position_cfg.max_len == 8 * 32  # null resolved
 
 
 @pytest.mark.parametrize("override,message", [
-    ("position.base=bogus", "unknown randomized.base 'bogus'; valid: alibi, learned, nope, rope, sinusoidal, t5"),
+    ("position.base=bogus", "unknown randomized.base 'bogus' (or one whose positions come from the logits); "
+                            "valid: alibi, learned, nope, rope, sinusoidal, t5, xpos"),
+    ("position.base=cope", "unknown randomized.base 'cope' (or one whose positions come from the logits); valid:"),
     ("position.base=randomized", "randomized.base='randomized': the wrapper cannot hold itself; valid: alibi,"),
     ("position.eval_positions=sometimes", "unknown randomized.eval_positions 'sometimes'; valid: identity, random"),
     ("position.max_len=0", "randomized.max_len=0: must be >= 1"),
 ])
 def test_config_errors_name_the_value_and_the_choices(override, message):
-    with pytest.raises(SpecError, match=message.replace(".", r"\.").replace("(", r"\(")):
+    with pytest.raises(SpecError, match=re.escape(message)):
         make_spec("position=randomized", override)
 
 

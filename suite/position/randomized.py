@@ -4,9 +4,12 @@ Ruoss et al. 2023 (ACL), "Randomized Positional Encodings Boost Length Generaliz
 Transformers". In training, the n tokens of a sequence get the positions of a sorted uniform
 sample of n distinct integers from [0, ``max_len``) instead of 0 .. n-1, so every position up
 to ``max_len`` - 1 is trained and a sequence longer than the training length brings no unseen
-position. The wrapper holds a base scheme (``base``, any scheme of the catalogue but itself),
-maps token indices to sampled positions and hands those to every hook of the base: ``embed``,
-``qk``, ``bias``, ``score_mod``, ``temperature``.
+position. The wrapper holds a base scheme (``base``), maps token indices to sampled positions
+and hands those to every hook of the base that takes positions: ``embed``, ``qk``, ``bias``,
+``score_mod``, ``temperature``. Any scheme of the catalogue can be the base but the wrapper
+itself and a scheme whose positions are counted from the logits (``needs_logits``: CoPE): it
+takes no token positions to sample, and the memory pre-flight reads ``needs_logits`` from the
+layer's scheme class, which a wrapper could not set per base.
 
 * Evaluation: ``eval_positions="identity"`` (default) gives positions 0 .. n-1;
   ``"random"`` samples as in training, which is what the authors' code does at test time. Here
@@ -29,8 +32,9 @@ maps token indices to sampled positions and hands those to every hook of the bas
 * The base takes its own defaults, with the wrapper's ``log_scale`` and ``log_scale_base``.
   A base with a position table (``learned``'s ``max_positions``) gets one row per position in
   [0, ``max_len``); a base that still cannot reach ``max_len`` is refused.
-* ``max_len`` (null: 8 x the training length, the longest eval length of the default sweep)
-  bounds every sequence: a longer one raises ``LengthUnsupported``.
+* ``max_len`` (null: 8 x the training length, the longest eval length of the default sweep;
+  ``check`` resolves it and refuses one below the training length) bounds every sequence: a
+  longer one raises ``LengthUnsupported``.
 
 Reproducible and resumable: sample k of a run is a pure function of two persistent buffers,
 ``seed`` (the global torch seed at construction, which the runner sets to the run's seed; read,
@@ -48,7 +52,7 @@ import torch
 
 # The bases' modules are imported so that a run's code digest (suite.codedigest follows imports)
 # covers them: an edit to RoPE changes the id of a randomized run over RoPE.
-from suite.position import alibi, learned, nope, rope, sinusoidal, t5  # noqa: F401
+from suite.position import alibi, learned, nope, rope, sinusoidal, t5, xpos  # noqa: F401
 from suite.position.base import LengthUnsupported, PositionConfig, PositionScheme
 
 EVAL_POSITIONS = ("identity", "random")
@@ -57,10 +61,12 @@ M32 = 0xFFFFFFFF
 
 
 def bases() -> list[str]:
-    """The schemes the wrapper can hold: the catalogue but itself."""
+    """The schemes the wrapper can hold: the catalogue but itself and those whose positions are
+    read from the logits (``needs_logits``, CoPE's counts of gated keys), which take no token
+    positions to sample."""
     from suite.position import SCHEMES  # the catalogue is built after this module is imported
 
-    return sorted(name for name in SCHEMES if name != Randomized.name)
+    return sorted(name for name, cls in SCHEMES.items() if name != Randomized.name and not cls.needs_logits)
 
 
 @dataclass(frozen=True)
@@ -74,7 +80,8 @@ class RandomizedConfig(PositionConfig):
         if self.base == Randomized.name:
             raise ValueError(f"randomized.base={self.base!r}: the wrapper cannot hold itself; valid: {', '.join(bases())}")
         if self.base not in bases():
-            raise ValueError(f"unknown randomized.base {self.base!r}; valid: {', '.join(bases())}")
+            raise ValueError(f"unknown randomized.base {self.base!r} (or one whose positions come from the logits); "
+                             f"valid: {', '.join(bases())}")
         if self.max_len is not None and self.max_len < 1:
             raise ValueError(f"randomized.max_len={self.max_len}: must be >= 1 (or null for {MAX_LEN_MULTIPLE} x train.seq_len)")
         if self.eval_positions not in EVAL_POSITIONS:
@@ -122,11 +129,19 @@ class Randomized(PositionScheme):
     name = "randomized"
     Config = RandomizedConfig
 
+    @classmethod
+    def check(cls, cfg, train_len, eval_lens):
+        """``max_len`` resolved (null: MAX_LEN_MULTIPLE x the training length) and refused below the
+        training length. Evaluation lengths past it are "unsupported" (``max_length``), not an error."""
+        max_len = cfg.max_len or MAX_LEN_MULTIPLE * train_len
+        if max_len < train_len:
+            raise ValueError(f"randomized.max_len={max_len} is shorter than train.seq_len={train_len}; "
+                             f"valid: null ({MAX_LEN_MULTIPLE} x train.seq_len) or at least {train_len}")
+        return dataclasses.replace(cfg, max_len=max_len)
+
     def __init__(self, cfg, dims):
         super().__init__(cfg, dims)
-        self.max_len = cfg.max_len or MAX_LEN_MULTIPLE * dims.train_len
-        if self.max_len < dims.train_len:
-            raise ValueError(f"randomized.max_len={self.max_len} is shorter than train.seq_len={dims.train_len}")
+        self.max_len = self.check(cfg, dims.train_len, ()).max_len
         self.base = _base_scheme(cfg, dims, self.max_len)
         limit = self.base.max_length()
         if limit is not None and limit < self.max_len:
