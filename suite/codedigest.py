@@ -6,8 +6,8 @@ A run's digest covers three sets of files:
   evaluation, eval sets and diagnostics;
 * the shared files of the piece packages (``PIECES``: position schemes, spans, tasks), that is
   every module there that names no piece: ``base.py``, the registries, helpers;
-* the modules of the pieces the run uses (its schemes, spans and tasks), with every module of
-  those packages that they import, followed to the end.
+* the modules of the pieces the run uses (its schemes, the schemes they wrap, its spans and
+  tasks), with every module of those packages that they import, followed to the end.
 
 So an edit to RoPE gives every RoPE run a new id and retrains it, and a number it could change
 is never read from an old file; a new scheme file, or an edit to ALiBi, leaves a NoPE run's id
@@ -121,9 +121,11 @@ def code_digest(root: Path = ROOT, position: tuple = (), span: tuple = (), task:
 
 
 def pieces_of(spec: dict) -> dict[str, tuple[str, ...]]:
-    """The piece names a run spec (``RunSpec.to_dict()`` form) uses, by kind."""
+    """The piece names a run spec (``RunSpec.to_dict()`` form) uses, by kind. A position config's
+    ``base`` field names the scheme it wraps (``randomized``), which the run uses too."""
     layers = spec["model"]["layers"]
-    return {"position": tuple(sorted({layer["position"] for layer in layers})),
+    bases = {(layer.get("position_cfg") or {}).get("base") for layer in layers}
+    return {"position": tuple(sorted({layer["position"] for layer in layers} | {b for b in bases if isinstance(b, str)})),
             "span": tuple(sorted({layer["span"] for layer in layers})),
             "task": tuple(sorted({task["name"] for task in spec["tasks"]}))}
 

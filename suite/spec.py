@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from suite import schema
-from suite.codedigest import code_digest
+from suite.codedigest import code_digest, pieces_of
 from suite.config import CONF_DIR
 from suite.position import SCHEMES, PositionConfig
 from suite.registry import build_config, lookup
@@ -439,6 +439,6 @@ def build(cfg: DictConfig | dict) -> RunSpec:
     ev = EvalSpec(multiples=multiples, n_examples=e["n_examples"], batch_size=e["batch_size"], seed=e["seed"],
                   diagnostics=bool(e["diagnostics"]), diagnostics_every=int(e["diagnostics_every"]))
     return RunSpec(model=model, train=_train_spec(t), tasks=tasks, taskset=taskset, eval=ev, seed=int(cfg.seed),
-                   sweep=sweep, code=code_digest(position=tuple(layer.position for layer in layers),
-                                                 span=tuple(layer.span for layer in layers),
-                                                 task=tuple(task.name for task in tasks)))
+                   sweep=sweep, code=code_digest(**pieces_of({
+                       "model": {"layers": [dataclasses.asdict(layer) for layer in layers]},
+                       "tasks": [{"name": task.name} for task in tasks]})))

@@ -16,8 +16,7 @@ test_every_training_path_equals_the_reference_with_the_same_sample; there,
 ``params["max_positions"] = max_len``: test_a_learned_base_gets_a_table_of_max_len_rows; in _fits,
 ``n > self.max_len`` -> ``n >= self.max_len``, or in check, ``MAX_LEN_MULTIPLE * train_len`` -> ``train_len``:
 test_lengths_past_max_len_are_unsupported; dropping the ``base == Randomized.name`` check, or ``and not
-cls.needs_logits`` in bases: test_config_errors_name_the_value_and_the_choices; dropping ``t5`` from
-the bases' import: test_the_code_digest_covers_every_base; in qk, ``mapped_q if pos_k is pos_q else
+cls.needs_logits`` in bases: test_config_errors_name_the_value_and_the_choices; ignoring the ``base`` field in suite/codedigest.py pieces_of: test_the_code_digest_covers_the_base_and_no_other_scheme; in qk, ``mapped_q if pos_k is pos_q else
 self.positions(pos_k)`` -> ``mapped_q``: test_cached_decoding_equals_the_forward_for_every_base; dropping
 the ``int(pos[0]) != 0`` check: test_random_eval_positions_are_one_sample_per_length; in _draw's training
 branch, ``self._fits(n)`` -> ``self._fits(int(pos.max()) + 1)`` (a host read):
@@ -32,7 +31,7 @@ from scipy import stats
 
 from suite.attention import BLOCK, Context
 from suite.checkpoint import load_checkpoint, save_checkpoint
-from suite.codedigest import ROOT, numeric_files
+from suite.codedigest import ROOT, numeric_files, pieces_of, spec_digest
 from suite.lmeval.kv_cache import extend, prefill
 from suite.model import PosBenchLM
 from suite.position import SCHEMES, Dims, LengthUnsupported
@@ -242,10 +241,18 @@ def test_config_errors_name_the_value_and_the_choices(override, message):
         make_spec("position=randomized", override)
 
 
-def test_the_code_digest_covers_every_base():
-    """A randomized run's id changes with its base's file: the digest follows imports."""
-    files = {f.relative_to(ROOT).as_posix() for f in numeric_files(position=["randomized"])}
-    assert {f"suite/position/{SCHEMES[name].__module__.rsplit('.', 1)[1]}.py" for name in BASES} <= files
+@pytest.mark.parametrize("base", BASES)
+def test_the_code_digest_covers_the_base_and_no_other_scheme(base):
+    """A randomized run's id changes with its base's file (the config's ``base`` names it)."""
+    spec = make_spec("position=randomized", f"position.base={base}")
+    files = {f.relative_to(ROOT).as_posix() for f in numeric_files(**pieces_of(spec.to_dict()))}
+    alone = {f.relative_to(ROOT).as_posix() for f in numeric_files(position=[base])}  # the base and what it imports
+    assert f"suite/position/{SCHEMES[base].__module__.rsplit('.', 1)[1]}.py" in alone
+    wrapper = {f.relative_to(ROOT).as_posix() for f in numeric_files(position=["randomized"])}
+    schemes = {f for f in files if f.startswith("suite/position/")}
+    assert schemes == {f for f in alone | wrapper if f.startswith("suite/position/")}
+    assert "suite/position/randomized.py" in schemes and "suite/position/cope.py" not in schemes
+    assert spec.code == spec_digest(spec.to_dict())
 
 
 @pytest.mark.parametrize("base", BASES)

@@ -29,6 +29,8 @@ layer's scheme class, which a wrapper could not set per base.
 * ``embed`` draws the sample: ``PosBenchLM.forward`` calls every scheme's ``embed`` once per
   forward, before any layer, with the token indices 0 .. T-1; the later hooks of that forward
   index the sample with the indices they receive (slices of them on the blockwise path).
+* The base is named by the config's ``base`` field, which a run's code digest reads
+  (``suite.codedigest.pieces_of``): an edit to RoPE changes the id of a randomized run over RoPE.
 * The base takes its own defaults, with the wrapper's ``log_scale`` and ``log_scale_base``.
   A base with a position table (``learned``'s ``max_positions``) gets one row per position in
   [0, ``max_len``); a base that still cannot reach ``max_len`` is refused.
@@ -50,9 +52,6 @@ from typing import Optional
 
 import torch
 
-# The bases' modules are imported so that a run's code digest (suite.codedigest follows imports)
-# covers them: an edit to RoPE changes the id of a randomized run over RoPE.
-from suite.position import alibi, learned, nope, rope, sinusoidal, t5, xpos  # noqa: F401
 from suite.position.base import LengthUnsupported, PositionConfig, PositionScheme
 
 EVAL_POSITIONS = ("identity", "random")
