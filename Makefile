@@ -31,7 +31,7 @@ $(STAMP): pyproject.toml Makefile
 test: install ## run the test suite
 	$(BIN)/python -m pytest -q tests
 
-sweep: install ## run a sweep (SWEEP=default|kz|windows|hybrids|gpu), then its report
+sweep: install ## run a sweep (SWEEP=default|kz|windows|hybrids|zoo|gpu), then its report
 	$(BIN)/python -m suite.run +sweep=$(SWEEP) $(ARGS)
 	$(MAKE) --no-print-directory report SWEEP=$(SWEEP)
 
