@@ -141,7 +141,7 @@ def test_learned_check_refuses_a_table_shorter_than_the_training_length():
         learned.check(learned.Config(max_positions=31), 32, (32, 64))
 
 
-@pytest.mark.parametrize("name", sorted(set(SCHEMES) - {"learned"}))
+@pytest.mark.parametrize("name", sorted(set(SCHEMES) - {"learned", "randomized"}))  # both size a table or a range
 def test_a_scheme_without_rules_passes_its_config_through_check(name):
     cfg = SCHEMES[name].Config()
     assert SCHEMES[name].check(cfg, 32, (32, 64)) is cfg

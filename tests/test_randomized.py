@@ -230,7 +230,7 @@ def test_lengths_past_max_len_are_unsupported():
 
 @pytest.mark.parametrize("override,message", [
     ("position.base=bogus", "unknown randomized.base 'bogus' (or one whose positions come from the logits); "
-                            "valid: alibi, learned, nope, rope, sinusoidal, t5, xpos"),
+                            f"valid: {', '.join(BASES)}"),
     ("position.base=cope", "unknown randomized.base 'cope' (or one whose positions come from the logits); valid:"),
     ("position.base=randomized", "randomized.base='randomized': the wrapper cannot hold itself; valid: alibi,"),
     ("position.eval_positions=sometimes", "unknown randomized.eval_positions 'sometimes'; valid: identity, random"),
