@@ -26,3 +26,16 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def assert_score_mod_is_the_bias(scheme, n_heads: int, grad: bool, atol: float = 1e-8) -> None:
+    """A scheme's FlexAttention ``score_mod``, called on every (head, query, key) of 40 positions,
+    adds exactly its ``bias`` on every causal pair, with a gradient only when training."""
+    pos = torch.arange(40)
+    with torch.set_grad_enabled(grad):
+        mod = scheme.score_mod(pos)
+        h, q, k = torch.meshgrid(torch.arange(n_heads), pos, pos, indexing="ij")
+        added = mod(torch.zeros(h.shape), 0, h, q, k)
+        expected = scheme.bias(pos, pos)
+    causal = k <= q
+    assert torch.allclose(added[causal], expected[causal], atol=atol) and added.requires_grad == grad

@@ -28,7 +28,7 @@ import torch
 from suite.attention import BLOCK, Context
 from suite.model import PosBenchLM
 from suite.position import SCHEMES, Dims
-from tests.conftest import make_spec
+from tests.conftest import assert_score_mod_is_the_bias, make_spec
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -151,15 +151,7 @@ def test_blocks_of_the_bias_equal_the_full_matrix(name):
 @pytest.mark.parametrize("grad", [True, False], ids=["training: (H, T, T) bias", "no grad: in-kernel bias"])
 @pytest.mark.parametrize("name", ["kerple", "fire"])
 def test_score_mod_adds_the_bias_on_every_causal_pair(name, grad):
-    scheme = _scheme(name)
-    pos = torch.arange(40)
-    with torch.set_grad_enabled(grad):
-        mod = scheme.score_mod(pos)
-        h, q, k = torch.meshgrid(torch.arange(4), pos, pos, indexing="ij")
-        added = mod(torch.zeros(h.shape), 0, h, q, k)
-        expected = scheme.bias(pos, pos)
-    causal = k <= q
-    assert torch.allclose(added[causal], expected[causal], atol=1e-5) and added.requires_grad == grad
+    assert_score_mod_is_the_bias(_scheme(name), 4, grad, atol=1e-5)
 
 
 def _model(name, *overrides):

@@ -29,6 +29,7 @@ from suite.position.alibi import alibi_slopes
 from suite.position.rope import apply_rope, p_rope_pairs, rope_inv_freq, rotary_dims
 from suite.position.sinusoidal import sinusoidal_table
 from suite.position.t5 import t5_bucket
+from tests.conftest import assert_score_mod_is_the_bias
 from suite.position.xpos import xpos_zeta
 
 
@@ -89,14 +90,7 @@ def test_t5_bias_is_shared_table_lookup():
 def test_t5_score_mod_adds_the_bias_on_every_allowed_pair(grad):
     scheme = SCHEMES["t5"](SCHEMES["t5"].Config(num_buckets=8, max_distance=16), Dims(16, 2, 8, 16))
     torch.nn.init.normal_(scheme.table.weight)
-    pos = torch.arange(40)
-    with torch.set_grad_enabled(grad):
-        mod = scheme.score_mod(pos)
-        h, q, k = torch.meshgrid(torch.arange(2), pos, pos, indexing="ij")
-        added = mod(torch.zeros(h.shape), 0, h, q, k)
-        expected = scheme.bias(pos, pos)
-    causal = k <= q
-    assert torch.allclose(added[causal], expected[causal]) and added.requires_grad == grad
+    assert_score_mod_is_the_bias(scheme, 2, grad)
 
 
 # ---------------------------------------------------------------- sinusoidal (Vaswani et al. 2017)
