@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 test: install ## run the test suite
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --durations=15 tests
 
 sweep: install ## run a sweep (SWEEP=default|kz|windows|hybrids|zoo|gpu), then its report
 	$(BIN)/python -m suite.run +sweep=$(SWEEP) $(ARGS)

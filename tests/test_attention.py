@@ -6,7 +6,9 @@ test_sliding_window_hides_keys_outside_the_window fail; in suite/attention.py re
 every scheme, the ``rope drop_low`` case included; SlidingWindow.kind "window" -> "chunk" makes
 test_each_span_declares_its_kind_and_its_size_from_its_own_config fail; in suite/span/base.py
 Span.__init_subclass__, skipping the KINDS check makes
-test_a_span_of_an_unknown_kind_is_refused_naming_the_valid_kinds fail."""
+test_a_span_of_an_unknown_kind_is_refused_naming_the_valid_kinds fail; a host read
+(``int(pos.max().item())``) in suite/position/kerple.py KERPLE.bias makes
+test_the_forward_compiles_as_one_graph fail for kerple-swa-blockwise and kerple-chunked-sdpa."""
 import warnings
 
 import pytest
@@ -165,11 +167,29 @@ def _traced_without_host_reads(gm, example_inputs):
     return torch._dynamo.lookup_backend("aot_eager")(gm, example_inputs)
 
 
-@pytest.mark.parametrize("impl,length", COMPILED_PATHS, ids=["sdpa", "blockwise", "flex"])
-@pytest.mark.parametrize("span", list(SPAN_OVERRIDES))
-@pytest.mark.parametrize("scheme", sorted(SCHEMES))
-def test_the_forward_compiles_as_one_graph(scheme, span, impl, length):
+# A graph break comes from a scheme on a path or from a span on a path, so the cases cover every
+# (scheme, span), (scheme, path) and (span, path) pair: scheme k takes rotation k mod 3 of the
+# three (span, path) pairings below, and the blockwise path always gets a bounded span in two of
+# them. The full product (99 compiles) adds no pair these do not hold.
+_PAIRINGS = [
+    [("full", "flex"), ("swa", "blockwise"), ("chunked", "sdpa")],
+    [("full", "sdpa"), ("swa", "flex"), ("chunked", "blockwise")],
+    [("full", "blockwise"), ("swa", "sdpa"), ("chunked", "flex")],
+]
+_PATHS = dict(zip(["sdpa", "blockwise", "flex"], COMPILED_PATHS))
+COMPILE_CASES = [(scheme, span, path) for k, scheme in enumerate(sorted(SCHEMES)) for span, path in _PAIRINGS[k % 3]]
+
+
+def test_the_compile_cases_cover_every_pair():
+    assert {(a, b) for a, b, _ in COMPILE_CASES} == {(a, b) for a in SCHEMES for b in SPAN_OVERRIDES}
+    assert {(a, c) for a, _, c in COMPILE_CASES} == {(a, c) for a in SCHEMES for c in _PATHS}
+    assert {(b, c) for _, b, c in COMPILE_CASES} == {(b, c) for b in SPAN_OVERRIDES for c in _PATHS}
+
+
+@pytest.mark.parametrize("scheme,span,path", COMPILE_CASES, ids=["-".join(case) for case in COMPILE_CASES])
+def test_the_forward_compiles_as_one_graph(scheme, span, path):
     # the GPU recipe compiles the training step: no host sync or unsupported construct may split it
+    impl, length = _PATHS[path]
     torch._dynamo.reset()
     model = _model(f"position={scheme}", *SPAN_OVERRIDES[span], f"train.seq_len={length}").train()
     tokens = torch.randint(0, model.spec.vocab_size, (2, length))
