@@ -2,7 +2,9 @@
 
 Mutation checks: in suite/report/tables.py _arrays, OOD eval_len > train_len -> eval_len >= train_len
 makes test_mrr_with_ties_by_hand fail; SIZE_LABELS chunk "c" -> "w", or "chunk" left out of
-BREAKDOWN_COLUMNS, makes test_a_chunk_is_labelled_c_and_broken_down_apart_from_windows fail."""
+BREAKDOWN_COLUMNS, makes test_a_chunk_is_labelled_c_and_broken_down_apart_from_windows fail; split_boards
+reading the split rows without relabelling them "all" makes
+test_evaluation_splits_are_scored_apart_and_other_slices_are_not_boards fail."""
 import math
 import re
 
@@ -161,3 +163,26 @@ def test_every_span_kind_is_a_results_column_a_setting_and_a_label():
 
     assert tables.SIZE_LABELS == KINDS
     assert all(k in store.COLUMNS and k in tables.BREAKDOWN_COLUMNS and k in tables.CONFIG_COLUMNS for k in KINDS)
+
+
+def test_evaluation_splits_are_scored_apart_and_other_slices_are_not_boards(tmp_path):
+    def rows(run, seed, sparse, dense):
+        base = dict(run=run, scheme="rope", seed=seed, task="flipflop", eval_len=32, metric="string_match_all")
+        out = [_row(**base, value=(sparse + dense) / 2), _row(**base, value=sparse), _row(**base, value=dense),
+               _row(**base, value=0.0), _row(**base, value=0.0)]
+        for r, s in zip(out, ["all", "split=sparse", "split=dense", "distance=<8", "split=dense,distance=<8"]):
+            r["slice"] = s
+        return out
+
+    df = frame(rows("a", 0, 0.6, 1.0) + rows("b", 1, 0.8, 0.9))
+    boards = tables.split_boards(df)
+    assert sorted(boards) == [("flipflop", "dense"), ("flipflop", "sparse")]
+    assert boards[("flipflop", "sparse")].set_index("scheme").loc["rope", "mean"] == pytest.approx(0.7)
+    assert boards[("flipflop", "dense")].set_index("scheme").loc["rope", "mean"] == pytest.approx(0.95)
+    out = render.write(df, "fx", tmp_path / "rep")
+    md = (out / "index.md").read_text()
+    assert "### flipflop, split sparse" in md and "| rope     | 0.70 [" in md and "| rope     | 0.95 [" in md
+    csv = pd.read_csv(out / "splits.csv").set_index("split")
+    assert list(csv.columns[:3]) == ["scheme", "task", "eval_len"] and csv.loc["sparse", "mean"] == 0.7
+    render.write(df[df.slice == "all"], "fx", tmp_path / "rep")  # a sweep without splits leaves no old table
+    assert not (out / "splits.csv").exists()

@@ -78,6 +78,7 @@ def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = THR
         "summary_plot": plot_summary(board, list(mrr.scheme)),
         "power": power, "tied_share": tables.tied_share(power),
         "breakdowns": {c: tables.breakdown(df, c, metric) for c in tables.varied(df)},
+        "splits": tables.split_boards(df, metric),
         "recency": tables.recency_table(df), "recency_plot": plot_recency(df), "profile_plot": plot_profiles(df),
         "provenance": provenance(df), "code_groups": tables.code_groups(df), "warning": tables.stale_code_warning(df),
         "reference": ref,
@@ -94,6 +95,15 @@ RECENCY_TEXT = ("Mean cosine similarity of hidden states (block outputs) at lag 
 
 TIE_TEXT = {"min": "ties share the best rank of their group (1, 1, 3)",
             "average": "ties share the mean of the ranks they span (1.5, 1.5, 3)"}
+
+
+SPLIT_TEXT = ("The task's evaluation set mixes splits drawn from different distributions, not all of which it "
+              "is trained on (flipflop: in_dist is its training distribution); each table below scores the "
+              "examples of one split alone, cells as above. splits.csv holds them.")
+
+
+def _splits_of(r: dict, task: str) -> list[tuple[str, pd.DataFrame]]:
+    return [(split, board) for (t, split), board in r["splits"].items() if t == task]
 
 
 def _intro(r: dict) -> str:
@@ -176,6 +186,9 @@ def markdown(r: dict) -> str:
     for task in r["tasks"]:
         out += [f"## {task}", "", _md(tables.pivot(r["board"], task)), "",
                 f"![{task}](plots/{task}.png)", ""]
+        for i, (split, board) in enumerate(_splits_of(r, task)):
+            out += [f"### {task}, split {split}", ""] + ([SPLIT_TEXT, ""] if i == 0 else [])
+            out += [_md(tables.pivot(board, task)), ""]
     out += ["## Power", "", _power_text(r), "", r["power"].to_markdown(index=False, floatfmt=".2f"), ""]
     if r["reference"]:
         texts = _ref_texts(r)
@@ -217,6 +230,9 @@ def html_page(r: dict, plots: dict[str, bytes]) -> str:
         img = base64.b64encode(plots[task]).decode()
         parts += [f"<h2>{esc(task)}</h2>", _table_html(tables.pivot(r["board"], task)),
                   f'<img alt="{esc(task)}" src="data:image/png;base64,{img}">']
+        for i, (split, board) in enumerate(_splits_of(r, task)):
+            parts += [f"<h3>{esc(task)}, split {esc(split)}</h3>"] + ([f"<p>{esc(SPLIT_TEXT)}</p>"] if i == 0 else [])
+            parts += [_table_html(tables.pivot(board, task))]
     parts += ["<h2>Power</h2>", f"<p>{esc(_power_text(r))}</p>",
               _table_html(r["power"], index=False, floatfmt="{:.2f}")]
     if r["reference"]:
@@ -244,8 +260,9 @@ def html_page(r: dict, plots: dict[str, bytes]) -> str:
 
 
 def save(r: dict, out_dir: Path) -> Path:
-    """Write a built report ``r`` as index.md, index.html, leaderboard.csv, mrr.csv, power.csv and
-    plots/ under ``out_dir``; CSV numbers rounded to 4 decimals."""
+    """Write a built report ``r`` as index.md, index.html, leaderboard.csv, mrr.csv, power.csv,
+    splits.csv (when a task has evaluation splits) and plots/ under ``out_dir``; CSV numbers
+    rounded to 4 decimals."""
     out_dir = Path(out_dir)
     plots = {task: plot_task(r["board"], task) for task in r["tasks"]}
     files = {f"plots/{task}.png": png for task, png in plots.items()}
@@ -257,10 +274,16 @@ def save(r: dict, out_dir: Path) -> Path:
     files["leaderboard.csv"] = board.round(4).to_csv(index=False)
     files["mrr.csv"] = r["mrr"][MRR_CSV].round(4).to_csv(index=False)
     files["power.csv"] = r["power"].round(4).to_csv(index=False)
+    if r["splits"]:
+        splits = pd.concat([b.rename(columns={"n": "n_seeds"})[BOARD_CSV].assign(split=split)
+                            for (_, split), b in r["splits"].items()])
+        files["splits.csv"] = splits[BOARD_CSV[:3] + ["split"] + BOARD_CSV[3:]].round(4).to_csv(index=False)
     files["index.md"] = markdown(r)
     files["index.html"] = html_page(r, plots)
     for name, data in files.items():  # everything is built before the first file is replaced
         write_atomic(out_dir / name, data)
+    if not r["splits"] and (out_dir / "splits.csv").exists():  # nor a split table of a sweep without splits
+        (out_dir / "splits.csv").unlink()
     for old in (out_dir / "plots").glob("*.png"):  # a plot of a task the sweep no longer has must not linger
         if f"plots/{old.name}" not in files:
             old.unlink()

@@ -38,6 +38,7 @@ CONFIG_COLUMNS = ("model", "n_layers", "d_model", "n_heads", "pattern", "positio
 BOOTSTRAP_REPS = 1000
 BOOTSTRAP_SEED = 0
 TIED_BELOW = 0.01  # a cell is tied when best minus worst scheme mean is below this
+SPLIT = "split"  # the slice field naming an evaluation split: a distribution the task's eval_generate draws from
 
 
 def headline_metric(task: str, metric: str | None = None) -> str:
@@ -134,6 +135,19 @@ def leaderboard(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
     out = d.groupby(["scheme", "task", "eval_len"], sort=True).apply(_cell, include_groups=False).reset_index()
     out["n"] = out["n"].astype(int)
     return out[cols]
+
+
+def split_boards(df: pd.DataFrame, metric: str | None = None) -> dict[tuple[str, str], pd.DataFrame]:
+    """``{(task, split): leaderboard}`` for every task whose rows carry evaluation splits (slices
+    ``split=<name>`` alone, e.g. flip-flop's in_dist, sparse and dense): the headline metric over the
+    examples of that split only, a board like ``leaderboard``'s. Splits are scored apart because the
+    overall score mixes distributions the model was and was not trained on."""
+    if df.empty:
+        return {}
+    d = df[df.slice.str.startswith(f"{SPLIT}=")]
+    d = d[d.slice.map(lambda s: list(parse_slice(s)) == [SPLIT]).astype(bool)]
+    return {(task, parse_slice(s)[SPLIT]): leaderboard(g.assign(slice="all"), metric)
+            for (task, s), g in d.groupby(["task", "slice"], sort=True)}
 
 
 def _arrays(board: pd.DataFrame):
