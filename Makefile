@@ -7,6 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 SWEEP  ?= default
 ARGS   ?=
+TEST_JOBS ?= auto
 RUN    ?=
 TASKS  ?= posbench_core
 # what a GPU node with its own torch, numpy, pandas, PyYAML and tqdm lacks to run PosBench offline
@@ -14,7 +15,7 @@ TASKS  ?= posbench_core
 NODE_WHEELS ?= "hydra-core==1.3.8" "omegaconf==2.3.1" "hydra-joblib-launcher==1.2.0" "tabulate==0.10.0" "packaging==26.4"
 
 .DEFAULT_GOAL := help
-.PHONY: help install test sweep report report-check bench bench-gpu wheelhouse summary lmeval clean
+.PHONY: help install test test-exhaustive sweep report report-check bench bench-gpu wheelhouse summary lmeval clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -28,8 +29,11 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install -e ".[test,hf]"
 	touch $(STAMP)
 
-test: install ## run the test suite
-	$(BIN)/python -m pytest -q --durations=15 tests
+test: install ## run the test suite on every core (TEST_JOBS=auto), printing the 15 slowest tests
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal --durations=15 -m "not exhaustive" tests
+
+test-exhaustive: install ## the rest of the parametrized grids (every scheme x span x path); CI runs it after make test
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal --durations=15 -m exhaustive tests
 
 sweep: install ## run a sweep (SWEEP=default|kz|windows|hybrids|zoo|gpu), then its report
 	$(BIN)/python -m suite.run +sweep=$(SWEEP) $(ARGS)
@@ -43,10 +47,10 @@ report-check: install ## open every reports/*/index.html in headless Chromium an
 	$(BIN)/python -m suite.report.check $(patsubst %/index.html,%,$(wildcard reports/*/index.html))
 
 bench: install ## measure speed and memory side by side; writes reports/perf/
-	$(BIN)/python -m suite.bench
+	$(BIN)/python -m suite.bench.perf
 
 bench-gpu: install ## on a CUDA machine: bf16 training tokens/s, MFU, FlexAttention vs SDPA per span; writes reports/perf-gpu/
-	$(BIN)/python -m suite.bench_gpu
+	$(BIN)/python -m suite.bench.gpu
 
 wheelhouse: ## wheels of the pure-Python dependencies for an offline GPU node (README: "Offline GPU nodes")
 	rm -rf wheelhouse && mkdir -p wheelhouse
@@ -54,7 +58,7 @@ wheelhouse: ## wheels of the pure-Python dependencies for an offline GPU node (R
 	$(PYTHON) -m pip wheel --no-deps -w wheelhouse "antlr4-python3-runtime==4.9.3"
 
 summary: install ## print exact match by scheme and eval length for SWEEP
-	$(BIN)/python -m suite.store results/$(SWEEP)
+	$(BIN)/python -m suite.results.store results/$(SWEEP)
 
 lmeval: install ## score a stored run with lm-eval (RUN=<run id, hash, result file or _work dir>, TASKS=posbench_core, ARGS=...)
 	@test -n "$(RUN)" || { echo "set RUN=<run id, its hash, result file or _work/<run_id> folder>"; exit 2; }

@@ -2,7 +2,7 @@
 # Run a PosBench command on an offline GPU node that has its own torch, numpy, pandas, PyYAML and
 # tqdm but no network: installs the wheels `make wheelhouse` collected (copied along in
 # wheelhouse/) into a folder, puts it and this checkout on PYTHONPATH, and runs the command.
-#   scripts/offline_node.sh python3 -m suite.bench_gpu
+#   scripts/offline_node.sh python3 -m suite.bench.gpu
 #   scripts/offline_node.sh python3 -m suite.run +sweep=gpu logger=none
 set -euo pipefail
 cd "$(dirname "$0")/.."

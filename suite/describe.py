@@ -1,9 +1,9 @@
 """``python -m suite.describe <overrides> [--json]``: print the per-layer table a config builds.
 
 One row per layer: position scheme (with log-length temperature if on), span, and its size as
-the span class declares it (suite/span/base.py): ``w=16`` for a sliding window, ``c=16`` for a
+the span class declares it (suite/model/span/base.py): ``w=16`` for a sliding window, ``c=16`` for a
 chunk, ``-`` for full attention. The JSON rows carry ``window`` and ``chunk`` like the result
-columns (suite/identity.py). Use it to check what a pattern and overrides really resolve to
+columns (suite/results/identity.py). Use it to check what a pattern and overrides really resolve to
 before training.
 """
 from __future__ import annotations
@@ -13,9 +13,9 @@ import sys
 
 from hydra.errors import HydraException
 
-from suite.config import compose_config
-from suite.span import KINDS
-from suite.spec import SpecError, build
+from suite.config.compose import compose_config
+from suite.model.span import KINDS
+from suite.config.build import SpecError, build
 
 
 def layer_kind(layer) -> str:

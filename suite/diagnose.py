@@ -13,14 +13,14 @@ from collections import defaultdict
 import torch
 from hydra.errors import HydraException
 
-from suite import store
-from suite.config import compose_config
+from suite.results import store
+from suite.config.compose import compose_config
 from suite.describe import layer_kind
-from suite.diagnostics import SITES, diagnostic_rows
-from suite.model import PosBenchLM
-from suite.identity import diagnostic_examples, run_id
-from suite.slices import parse_slice
-from suite.spec import SpecError, build
+from suite.evaluation.diagnostics import SITES, diagnostic_rows
+from suite.model.lm import PosBenchLM
+from suite.results.identity import diagnostic_examples, run_id
+from suite.evaluation.slices import parse_slice
+from suite.config.build import SpecError, build
 
 
 def main(argv: list[str] | None = None) -> int:

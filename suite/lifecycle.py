@@ -12,16 +12,18 @@ from typing import Optional
 
 import torch
 
-from suite import distributed, store
-from suite.checkpoint import load_trained, save_trained
-from suite.diagnostics import diagnostic_rows
-from suite.evaluate import evaluate
-from suite.identity import diagnostic_examples, run_columns
-from suite.model import PosBenchLM
+from suite.training import distributed
+
+from suite.results import store
+from suite.training.checkpoint import load_trained, save_trained
+from suite.evaluation.diagnostics import diagnostic_rows
+from suite.evaluation.evaluate import evaluate
+from suite.results.identity import diagnostic_examples, run_columns
+from suite.model.lm import PosBenchLM
 from suite.progress import StepLog, calls_per_line, finished_line
-from suite.spec import RunSpec
+from suite.config.spec import RunSpec
 from suite.tracking import Tracker, wandb_config, wandb_dir, wandb_id
-from suite.train import TrainResult, train
+from suite.training.loop import TrainResult, train
 
 log = logging.getLogger("posbench")
 

@@ -31,7 +31,7 @@ def calls_per_line(total_steps: int, log_every: int) -> int:
 
 
 class StepLog:
-    """A ``log(metrics, step)`` callback for ``suite.train.train`` that writes a plain line through
+    """A ``log(metrics, step)`` callback for ``suite.training.loop.train`` that writes a plain line through
     ``write`` on every ``every``-th call and on the last step, and hands every call's metrics on
     to ``forward`` (the W&B tracker).
 

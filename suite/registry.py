@@ -1,23 +1,43 @@
-"""Name → class catalogues built by scanning a package, so a new piece is one new file."""
+"""Name -> class catalogues built by scanning a package, so a new piece is one new file.
+
+``package_modules`` is the one scanner: ``discover`` imports what it lists (position schemes,
+spans, tasks) and the code digest reads the same files without importing them
+(``suite/config/codedigest.py``). Standard library only.
+"""
 from __future__ import annotations
 
 import dataclasses
 import importlib
-import pkgutil
+from pathlib import Path
 from types import ModuleType
+from typing import Callable, Iterable
+
+SHARED = ("base",)  # modules of a piece package that hold the interface, not pieces
 
 
-def discover(package: ModuleType, base: type) -> dict[str, type]:
-    """Import every module of ``package`` and collect the subclasses of ``base`` that name themselves."""
+def package_modules(folder: Path) -> list[Path]:
+    """Every module file of the package in ``folder``, its subpackages' included, in path order."""
+    return sorted(folder.rglob("*.py"))
+
+
+def discover(package: ModuleType, is_piece: Callable[[type], bool], skip: Iterable[str] = SHARED) -> dict[str, type]:
+    """Import the top-level modules of ``package`` (not ``_private`` ones, not ``skip``) and collect
+    the classes, defined there, for which ``is_piece`` holds, by their ``name``."""
+    folder = Path(package.__path__[0])
     found: dict[str, type] = {}
-    for info in pkgutil.iter_modules(package.__path__):
-        if info.name.startswith("_") or info.name == "base":
+    for path in package_modules(folder):
+        if path.parent != folder or path.stem.startswith("_") or path.stem in set(skip):
             continue
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        module = importlib.import_module(f"{package.__name__}.{path.stem}")
         for obj in vars(module).values():
-            if isinstance(obj, type) and issubclass(obj, base) and obj is not base and obj.__module__ == module.__name__:
+            if isinstance(obj, type) and obj.__module__ == module.__name__ and is_piece(obj):
                 found[obj.name] = obj
     return found
+
+
+def subclasses_of(base: type) -> Callable[[type], bool]:
+    """``is_piece`` for a package whose pieces subclass ``base``."""
+    return lambda cls: issubclass(cls, base) and cls is not base
 
 
 def build_config(kind: str, name: str, config_cls: type, params: dict):

@@ -16,13 +16,13 @@ import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from suite import distributed
-from suite import spec as spec_mod
-from suite import store
-from suite.resources import ResourceError, check_device, check_memory, check_results_dir
-from suite.spec import RunSpec
-from suite.config import CONF_DIR
-from suite.identity import run_id
+from suite.training import distributed
+from suite.config import build as spec_mod
+from suite.results import store
+from suite.config.resources import ResourceError, check_device, check_memory, check_results_dir
+from suite.config.spec import RunSpec
+from suite.config.compose import CONF_DIR
+from suite.results.identity import run_id
 from suite.lifecycle import RunLifecycle
 
 log = logging.getLogger("posbench")

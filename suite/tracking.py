@@ -22,17 +22,10 @@ import warnings
 from pathlib import Path
 from typing import Optional
 
-WANDB_FOLDER = "wandb"  # W&B always names its folder so: its ``dir`` argument is the folder above
+from suite.config.schema import WANDB_FOLDER, dir_problem
+
 MAX_ID = 128
 UNSAFE_ID = re.compile(r"[^A-Za-z0-9._-]")
-
-
-def dir_problem(value: Optional[str]) -> Optional[str]:
-    """Why ``value`` cannot be ``logger.dir``, or None when it can (None itself: the default)."""
-    if value is None or Path(str(value)).expanduser().name == WANDB_FOLDER:
-        return None
-    return (f"logger.dir={value!r}: its last folder must be named {WANDB_FOLDER!r}, because W&B names its folder "
-            f"itself; for example {str(Path(str(value)) / WANDB_FOLDER)!r}, or null for <results_dir>/<sweep_name>/wandb")
 
 
 def wandb_dir(logger_cfg: dict, results_dir, sweep: str) -> Path:

@@ -5,20 +5,17 @@ Every module in this package that defines a class with a ``name`` and ``generate
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
+import sys
 
+from suite.registry import SHARED, discover
 from tasks.base import Example, Task
 
-TASKS: dict[str, type] = {}
-for _info in pkgutil.iter_modules(__path__):
-    if _info.name in {"base", "show"} or _info.name.startswith("_"):
-        continue
-    _module = importlib.import_module(f"{__name__}.{_info.name}")
-    for _obj in vars(_module).values():
-        if isinstance(_obj, type) and isinstance(getattr(_obj, "name", None), str) and hasattr(_obj, "generate"):
-            if _obj.__module__ == _module.__name__:
-                TASKS[_obj.name] = _obj
+
+def _is_task(cls: type) -> bool:
+    return isinstance(getattr(cls, "name", None), str) and hasattr(cls, "generate")
+
+
+TASKS: dict[str, type] = discover(sys.modules[__name__], _is_task, skip=(*SHARED, "show"))
 
 
 def build_task(name: str, **params):

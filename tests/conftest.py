@@ -1,12 +1,16 @@
+import os
 import warnings
 
 import pytest
 import torch
 
-from suite.config import compose_config
-from suite.spec import build
+from suite.config.compose import compose_config
+from suite.config.build import build
 
 warnings.filterwarnings("ignore", message=".*flex_attention.*")
+
+if os.environ.get("PYTEST_XDIST_WORKER"):  # one test process per core (make test): one torch thread each
+    torch.set_num_threads(1)
 
 
 def make_spec(*overrides):
@@ -39,3 +43,13 @@ def assert_score_mod_is_the_bias(scheme, n_heads: int, grad: bool, atol: float =
         expected = scheme.bias(pos, pos)
     causal = k <= q
     assert torch.allclose(added[causal], expected[causal], atol=atol) and added.requires_grad == grad
+
+
+def fast_or_exhaustive(cases, fast) -> list:
+    """``cases`` as pytest params, those not in ``fast`` marked ``exhaustive``: ``make test`` runs
+    the fast ones, ``make test-exhaustive`` (and CI, after ``make test``) the rest."""
+    out = []
+    for case in cases:
+        values = case if isinstance(case, tuple) else (case,)
+        out.append(pytest.param(*values, marks=() if case in fast else pytest.mark.exhaustive))
+    return out

@@ -1,6 +1,6 @@
 """make bench's measuring tools measure what they claim (no timing assertions here).
 
-Mutation check: in suite/bench.py targets, the swa evaluation-time ratio 16K / 4K -> 4K / 16K makes
+Mutation check: in suite/bench/perf.py targets, the swa evaluation-time ratio 16K / 4K -> 4K / 16K makes
 test_targets_compare_the_measured_ratios fail."""
 import subprocess
 import sys
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.bench import targets
+from suite.bench.perf import targets
 
 ROOT = Path(__file__).parent.parent
 
@@ -16,7 +16,7 @@ ROOT = Path(__file__).parent.parent
 def test_peak_memory_sees_a_temporary_allocation_after_a_reset():
     code = """
 import torch
-from suite.bench import peak_rss_mb, reset_peak_rss, rss_mb
+from suite.bench.perf import peak_rss_mb, reset_peak_rss, rss_mb
 big = torch.ones(64 * 2**20 // 4)  # 64 MB, raises the high-water mark
 del big
 before = rss_mb(); reset_peak_rss()
@@ -52,7 +52,7 @@ def test_targets_compare_the_measured_ratios():
 def test_the_hf_contender_goes_through_the_sweeps_own_training_step():
     import torch
 
-    from suite.bench_step import LogitsOnly, hf_llama, sweep_step_rows
+    from suite.bench.step import LogitsOnly, hf_llama, sweep_step_rows
     from tests.conftest import make_spec
 
     spec = make_spec("model=tiny", "position=rope")
@@ -80,14 +80,14 @@ def test_sweep_step_targets_use_the_ratio_of_the_two_models():
 def test_bench_modules_import_in_one_direction():
     import ast
 
-    for name in ("bench_gpu", "bench_step", "timing"):
-        tree = ast.parse((ROOT / "suite" / f"{name}.py").read_text())
+    for name in ("gpu", "step", "timing"):
+        tree = ast.parse((ROOT / "suite" / "bench" / f"{name}.py").read_text())
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-        assert "suite.bench" not in imported, name
+        assert "suite.bench.perf" not in imported, name
 
 
 def test_the_gpu_bench_trains_every_span_through_the_compiled_sweep_step_on_the_cpu():
-    from suite.bench_gpu import report, step_rows
+    from suite.bench.gpu import report, step_rows
 
     # the GPU command's code path, shrunk: tiny model, fp32, the aot_eager backend (no C++ compiler)
     configs = [("rope", "full", "sdpa"), ("alibi", "swa", "sdpa"), ("t5", "chunked", "sdpa")]
@@ -102,7 +102,7 @@ def test_the_gpu_bench_trains_every_span_through_the_compiled_sweep_step_on_the_
 
 
 def test_the_gpu_bench_knows_the_datasheet_peak_of_common_devices():
-    from suite.bench_gpu import datasheet_peak
+    from suite.bench.gpu import datasheet_peak
 
     assert datasheet_peak("NVIDIA H200") == 989.0 and datasheet_peak("NVIDIA A100-SXM4-80GB") == 312.0
     assert datasheet_peak("Some Other GPU") is None
@@ -111,8 +111,8 @@ def test_the_gpu_bench_knows_the_datasheet_peak_of_common_devices():
 def test_a_runs_training_tokens_are_replayed_from_its_seeds():
     import numpy as np
 
-    from suite.batch import make_batch
-    from suite.bench_step import training_tokens
+    from suite.training.batch import make_batch
+    from suite.bench.step import training_tokens
     from tests.conftest import make_spec
 
     spec = make_spec("task=copy", "train.steps=30", "seed=3")
@@ -125,10 +125,10 @@ def test_a_runs_training_tokens_are_replayed_from_its_seeds():
 def test_the_sweep_level_ratio_counts_every_stored_run_of_the_latest_multirun(tmp_path):
     import json
 
-    from suite import store
-    from suite.bench import _sweep_level_text
-    from suite.bench_step import sweep_level_rows, training_tokens
-    from suite.validate import sweep_log_path
+    from suite.results import store
+    from suite.bench.perf import _sweep_level_text
+    from suite.bench.step import sweep_level_rows, training_tokens
+    from suite.config.validate import sweep_log_path
     from tests.conftest import make_spec
 
     specs = [make_spec("task=copy", "seed=0"), make_spec("task=copy", "seed=1"), make_spec("task=vt", "seed=0")]
@@ -149,7 +149,7 @@ def test_the_sweep_level_ratio_counts_every_stored_run_of_the_latest_multirun(tm
 
 
 def test_the_gpu_sweep_plan_is_six_n_d_over_the_given_rate():
-    from suite.bench_gpu import sweep_plan
+    from suite.bench.gpu import sweep_plan
     from tests.conftest import make_spec
 
     plan = sweep_plan("gpu", peak_tflops=1000.0, mfu=0.5)
@@ -161,8 +161,8 @@ def test_the_gpu_sweep_plan_is_six_n_d_over_the_given_rate():
 
 
 def test_every_cpu_adamw_is_timed_through_the_sweep_step():
-    from suite.bench import _optimizer_table
-    from suite.bench_step import OPTIMIZERS, optimizer_rows
+    from suite.bench.perf import _optimizer_table
+    from suite.bench.step import OPTIMIZERS, optimizer_rows
 
     rows = optimizer_rows(steps=2, rounds=1)
     assert [r["path"] for r in rows] == list(OPTIMIZERS) and all(r["tokens_per_s"] > 0 for r in rows)

@@ -1,6 +1,6 @@
 """The blockwise sliding-window and chunked paths equal the reference and never build T x T.
 
-Mutation check: in suite/attention.py blockwise_attention, ks = max(0, qs - reach + 1) ->
+Mutation check: in suite/model/attention.py blockwise_attention, ks = max(0, qs - reach + 1) ->
 max(0, qs - reach + 2) drops the oldest key of each block's window and makes
 test_blockwise_equals_reference_values_and_gradients fail for swa."""
 import subprocess
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from suite.attention import BLOCK, Context
-from suite.model import PosBenchLM
+from suite.model.attention import BLOCK, Context
+from suite.model.lm import PosBenchLM
 from tests.conftest import make_spec
 
 ROOT = Path(__file__).parent.parent
@@ -60,9 +60,9 @@ def _peak_growth_mb(span: str, length: int) -> float:
     reset just before, so nothing earlier can hide the forward's peak)."""
     code = (
         "import torch\n"
-        "from suite.bench import peak_rss_mb, reset_peak_rss, rss_mb\n"
+        "from suite.bench.perf import peak_rss_mb, reset_peak_rss, rss_mb\n"
         "from tests.conftest import make_spec\n"
-        "from suite.model import PosBenchLM\n"
+        "from suite.model.lm import PosBenchLM\n"
         f"spec = make_spec('span={span}', *(['span.window=64'] if '{span}' == 'swa' else []), 'position=alibi', "
         "'model.n_layers=1')\n"
         "m = PosBenchLM(spec.model).eval()\n"

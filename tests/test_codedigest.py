@@ -1,18 +1,18 @@
 """The code digest in every run id: it covers the shared numeric code and the scheme, span and
 task files a run uses, so a change retrains exactly the runs it could change.
 
-Mutation check: in suite/codedigest.py numeric_files, dropping ``todo += _imported_files(path, root)``
+Mutation check: in suite/config/codedigest.py numeric_files, dropping ``todo += _imported_files(path, root)``
 makes test_a_piece_changes_only_the_runs_that_use_it fail (copy_repeat imports copy); in
 catalogue, ``if not names`` -> ``if names`` makes test_pieces_are_found_from_the_source fail."""
 import shutil
 
 import pytest
 
-import suite.spec
-from suite import codedigest
-from suite.codedigest import ROOT, code_digest, numeric_files, spec_digest
-from suite.position import SCHEMES
-from suite.span import SPANS
+import suite.config.build
+from suite.config import codedigest
+from suite.config.codedigest import ROOT, code_digest, numeric_files, spec_digest
+from suite.model.position import SCHEMES
+from suite.model.span import SPANS
 from tasks import TASKS
 from tests.conftest import make_spec
 
@@ -41,25 +41,25 @@ def test_pieces_are_found_from_the_source():
     for kind, registry in (("position", SCHEMES), ("span", SPANS), ("task", TASKS)):
         assert {name for k, name in pieces if k == kind} == set(registry)
         assert all(pieces[(kind, name)].stem == cls.__module__.rsplit(".", 1)[1] for name, cls in registry.items())
-    assert {p.relative_to(ROOT).as_posix() for p in shared} >= {"suite/position/base.py", "suite/span/base.py",
+    assert {p.relative_to(ROOT).as_posix() for p in shared} >= {"suite/model/position/base.py", "suite/model/span/base.py",
                                                                  "tasks/base.py", "tasks/__init__.py"}
 
 
 def test_a_run_spec_carries_the_digest_of_what_it_uses():
     spec = make_spec("position=rope", "span=swa", "task=vt")
     files = {f.relative_to(ROOT).as_posix() for f in numeric_files(position=["rope"], span=["swa"], task=["vt"])}
-    assert {"suite/model.py", "suite/train.py", "suite/position/rope.py", "suite/span/swa.py", "tasks/vt.py"} <= files
-    assert not files & {"suite/position/alibi.py", "suite/span/chunked.py", "tasks/copy.py", "suite/report/tables.py"}
+    assert {"suite/model/lm.py", "suite/training/loop.py", "suite/model/position/rope.py", "suite/model/span/swa.py", "tasks/vt.py"} <= files
+    assert not files & {"suite/model/position/alibi.py", "suite/model/span/chunked.py", "tasks/copy.py", "suite/report/tables.py"}
     assert spec.code == code_digest(position=("rope",), span=("swa",), task=("vt",)) == _digest(ROOT, spec)
 
 
 def test_a_changed_core_file_changes_every_run_id(tree, monkeypatch):
     before = make_spec("position=alibi")
     assert _digest(tree, before) == before.code
-    _edit(tree / "suite" / "model.py")
+    _edit(tree / "suite" / "model" / "lm.py")
     changed = _digest(tree, before)
     assert changed != before.code and _digest(tree, make_spec("position=nope")) != make_spec("position=nope").code
-    monkeypatch.setattr(suite.spec, "code_digest", lambda **used: changed)
+    monkeypatch.setattr(suite.config.build, "code_digest", lambda **used: changed)
     after = make_spec("position=alibi")
     assert after.code == changed and after.run_id != before.run_id and after.config_hash != before.config_hash
     _edit(tree / "suite" / "report" / "tables.py", "# reports do not compute numbers\n")
@@ -69,15 +69,15 @@ def test_a_changed_core_file_changes_every_run_id(tree, monkeypatch):
 def test_a_piece_changes_only_the_runs_that_use_it(tree):
     rope, nope = make_spec("position=rope"), make_spec("position=nope")
     copy_repeat, vt = make_spec("position=nope", "task=copy_repeat"), make_spec("position=nope", "task=vt")
-    _edit(tree / "suite" / "position" / "rope.py")
+    _edit(tree / "suite" / "model" / "position" / "rope.py")
     assert _digest(tree, rope) != rope.code and _digest(tree, nope) == nope.code
     _edit(tree / "tasks" / "copy.py")  # copy_repeat imports copy's generator
     assert _digest(tree, copy_repeat) != copy_repeat.code and _digest(tree, vt) == vt.code
-    (tree / "suite" / "position" / "zzz.py").write_text(
-        "from suite.position.base import PositionScheme\n\n\nclass Zzz(PositionScheme):\n    name = \"zzz\"\n")
+    (tree / "suite" / "model" / "position" / "zzz.py").write_text(
+        "from suite.model.position.base import PositionScheme\n\n\nclass Zzz(PositionScheme):\n    name = \"zzz\"\n")
     code_digest.cache_clear(), codedigest.catalogue.cache_clear()
     assert _digest(tree, vt) == vt.code  # a new scheme file leaves other runs alone
-    _edit(tree / "suite" / "position" / "base.py")  # shared by every scheme
+    _edit(tree / "suite" / "model" / "position" / "base.py")  # shared by every scheme
     assert _digest(tree, vt) != vt.code
 
 

@@ -1,6 +1,6 @@
 """CoPE (Golovneva et al. 2024) against the paper's equations, worked by hand and by explicit loops.
 
-Mutation check: each one-line change below makes the named test fail. In suite/position/cope.py:
+Mutation check: each one-line change below makes the named test fail. In suite/model/position/cope.py:
 dropping ``/ math.sqrt(q.shape[-1])`` from the term, gates off sigmoid(2 * logits) (the unscaled
 q.k at head_dim 4), or the forward ``gates.cumsum(-1)`` for the reverse sum:
 test_three_tokens_worked_by_hand; clamp(max=npos_max - 1) -> clamp(max=npos_max):
@@ -8,7 +8,7 @@ test_counts_past_the_table_take_its_last_column; ``frac = (p - floor).detach()``
 test_term_and_gradients_equal_the_papers_loops; ``self.table.detach()`` in the term:
 test_training_reaches_the_table; a randn table at init: test_an_untrained_table_attends_as_nope;
 ``npos_max < 2`` -> ``< 1`` in CoPEConfig: test_bad_npos_max_names_the_value_and_range.
-In suite/attention.py: calling ``logit_term`` before the ``masked_fill`` in reference_attention:
+In suite/model/attention.py: calling ``logit_term`` before the ``masked_fill`` in reference_attention:
 test_masked_keys_have_no_gate_and_add_nothing_to_the_count; dropping ``scheme.logit_term`` from
 Attention._attend's reference call: test_a_cope_layer_in_a_pattern_records_logits_with_its_term;
 the ``needs_logits`` routing made ``if False``: tests/test_attention.py
@@ -19,10 +19,10 @@ import math
 import pytest
 import torch
 
-from suite.attention import reference_attention
-from suite.model import PosBenchLM
-from suite.position import SCHEMES, Dims
-from suite.span.swa import SlidingWindow
+from suite.model.attention import reference_attention
+from suite.model.lm import PosBenchLM
+from suite.model.position import SCHEMES, Dims
+from suite.model.span.swa import SlidingWindow
 from tests.conftest import make_spec
 
 COPE = SCHEMES["cope"]

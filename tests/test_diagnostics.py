@@ -1,6 +1,6 @@
 """Diagnostics on constructed cases with known answers.
 
-Mutation check: in suite/diagnostics.py logit_profile, logits.diagonal(offset=-d) -> offset=d makes
+Mutation check: in suite/evaluation/diagnostics.py logit_profile, logits.diagonal(offset=-d) -> offset=d makes
 test_logit_profile_recovers_an_alibi_slope fail; isfinite(diag) -> all True makes
 test_logit_profile_averages_the_finite_logits_of_each_distance fail; segment_share .sum(-1) -> .mean(-1)
 makes test_segment_shares_under_uniform_causal_attention_count_the_keys_seen fail; recency_gap
@@ -17,13 +17,33 @@ test_recency_profiles_of_a_model_whose_states_are_its_embeddings fail; diagnosti
 range(len(prof)) -> over lags makes test_diagnostic_rows_of_a_model_whose_states_are_its_embeddings fail."""
 import numpy as np
 import pytest
+
+from tests import forked_cli
 import torch
 
-from suite import diagnostics as dg
-from suite.model import PosBenchLM
+from suite.evaluation import diagnostics as dg
+from suite.model.lm import PosBenchLM
+from suite.model.span import SPANS
 from tasks import build_task
 from tasks.base import QUERY_ID, WORD_IDS, Example
 from tests.conftest import make_spec
+
+
+def uniform_window_average(x: torch.Tensor, window: int | None) -> torch.Tensor:
+    """Uniform causal attention over the last ``window`` positions (None: the whole prefix).
+
+    x (B, T, C) -> (B, T, C): the idealized local (or global) averaging layer of the analysis,
+    masked by the suite's own ``swa`` (or ``full``) span.
+    """
+    pos = torch.arange(x.shape[1])
+    span = SPANS["full"](SPANS["full"].Config()) if window is None else SPANS["swa"](SPANS["swa"].Config(window=window))
+    allowed = span.allowed(pos, pos).float()  # (T, T)
+    return (allowed / allowed.sum(-1, keepdim=True)) @ x
+
+
+def expected_window_profile(lags: list[int], window: int) -> torch.Tensor:
+    """max(0, 1 - d / w): the cosine profile of window averages of i.i.d. vectors."""
+    return torch.tensor([max(0.0, 1.0 - d / window) for d in lags])
 
 
 def test_lag_grid_is_roughly_logarithmic():
@@ -35,8 +55,8 @@ def test_window_averages_of_iid_vectors_follow_one_minus_d_over_w():
     x = torch.randn(8, 256, 512)  # i.i.d. token vectors
     w = 16
     lags = dg.lag_grid(64)
-    got = dg.cosine_profile(dg.uniform_window_average(x, w)[:, w:], lags)
-    assert torch.allclose(got, dg.expected_window_profile(lags, w), atol=0.03)
+    got = dg.cosine_profile(uniform_window_average(x, w)[:, w:], lags)
+    assert torch.allclose(got, expected_window_profile(lags, w), atol=0.03)
     assert dg.recency_gap(got, lags, far=32) == pytest.approx(1 - 1 / w, abs=0.03)  # f(1) - f(32)
 
 
@@ -44,8 +64,8 @@ def test_uniform_causal_attention_decays_far_more_slowly():
     torch.manual_seed(0)
     x = torch.randn(8, 256, 512)
     lags = dg.lag_grid(64)
-    window = dg.cosine_profile(dg.uniform_window_average(x, 16)[:, 16:], lags)
-    causal = dg.cosine_profile(dg.uniform_window_average(x, None)[:, 16:], lags)
+    window = dg.cosine_profile(uniform_window_average(x, 16)[:, 16:], lags)
+    causal = dg.cosine_profile(uniform_window_average(x, None)[:, 16:], lags)
     far = lags.index(32)
     assert window[far] < 0.05 and causal[far] > 0.6  # the window forgot; the prefix average did not
     assert dg.recency_gap(causal, lags, 32) < 0.4 < dg.recency_gap(window, lags, 32)
@@ -225,7 +245,7 @@ def test_a_run_with_diagnostics_stores_init_and_trained_rows_and_the_report_show
     import sys
     from pathlib import Path
 
-    from suite import store
+    from suite.results import store
     from suite.report import render
     from suite.run import execute
 
@@ -242,14 +262,14 @@ def test_a_run_with_diagnostics_stores_init_and_trained_rows_and_the_report_show
     out = render.write(df, "dg", tmp_path / "rep")
     assert "Recency gap" in (out / "index.md").read_text() and (out / "plots" / "recency.png").exists()
     assert (out / "plots" / "profiles.png").stat().st_size > 1000
-    cli = subprocess.run([sys.executable, "-m", "suite.diagnose", "pattern=rope_in_swa", "pattern.window=4",
+    cli = forked_cli.run([sys.executable, "-m", "suite.diagnose", "pattern=rope_in_swa", "pattern.window=4",
                           "task=niah_single", f"results_dir={tmp_path}"], capture_output=True, text=True,
                          cwd=Path(__file__).parent.parent)
     assert cli.returncode == 0 and "recency gap f(1) - f(16) at init" in cli.stdout and "masked" in cli.stdout
 
 
 def test_diagnostics_every_n_steps_adds_mid_training_rows(tmp_path):
-    from suite import store
+    from suite.results import store
     from suite.run import execute
 
     spec = make_spec("task=niah_single", "train.steps=6", "train.batch_size=4", "eval.n_examples=4",

@@ -25,9 +25,9 @@ import warnings
 import pytest
 import torch
 
-from suite.attention import BLOCK, Context
-from suite.model import PosBenchLM
-from suite.position import SCHEMES, Dims
+from suite.model.attention import BLOCK, Context
+from suite.model.lm import PosBenchLM
+from suite.model.position import SCHEMES, Dims
 from tests.conftest import assert_score_mod_is_the_bias, make_spec
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py

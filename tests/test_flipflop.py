@@ -12,7 +12,7 @@ instructions, ``p=[side, side, p_ignore]`` -> ``p=[side, p_ignore, side]``:
 test_the_share_of_ignores_is_p, test_training_batches_hold_only_the_training_distribution,
 test_evaluation_sets_hold_the_three_splits; in FlipFlop.generate, ``"in_dist"`` -> ``"sparse"``:
 test_training_batches_hold_only_the_training_distribution; in eval_generate, the drawn split ->
-``SPLITS[0]``, or in suite/evalsets.py generate, ``task.generate`` in place of the
+``SPLITS[0]``, or in suite/evaluation/evalsets.py generate, ``task.generate`` in place of the
 ``eval_generate`` hook: test_evaluation_sets_hold_the_three_splits and the slices test; in
 __post_init__, leaving ``p_sparse`` out of the range check, or ``length < MIN_LENGTH`` ->
 ``length < MIN_LENGTH - 1``: test_too_short_lengths_and_bad_probabilities_are_refused; in
@@ -25,9 +25,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from suite.batch import make_batch, shortest_length
-from suite.evalcache import eval_set
-from suite.evalsets import generate as eval_examples
+from suite.training.batch import make_batch, shortest_length
+from suite.evaluation.evalcache import eval_set
+from suite.evaluation.evalsets import generate as eval_examples
 from tasks import build_task
 from tasks.base import TOKEN_ID, decode, distance_bucket
 from tasks.flipflop import IGNORE, READ, SPLITS, WRITE, FlipFlop, program
@@ -139,7 +139,7 @@ def test_evaluation_sets_hold_the_three_splits(tmp_path):
 
 
 def test_slices_name_the_split_and_the_longest_write_to_read_distance():
-    from suite.evaluate import _Tally
+    from suite.evaluation.evaluate import _Tally
 
     task = build_task("flipflop")
     tally, longest = _Tally(), {s: [] for s in SPLITS}

@@ -14,25 +14,22 @@ import re
 import shutil
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
+from tests import forked_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 BAD_CONFIG, COMPOSE, CANNOT_RUN = 2, 1, 2  # exit codes: our validation, Hydra's composition, the machine
 
 
 def run_cli(module: str, args: list[str], cwd: Path, env_extra: dict | None = None, prelude: str = "") -> tuple[int, str]:
-    """(exit code, stderr + stdout) of ``python -m module args``; ``prelude`` runs first in the same
-    process (to patch a writer, say)."""
+    """(exit code, stderr + stdout) of ``python -m module args``, a process forked from a warm
+    interpreter (``tests/forked_cli.py``); ``prelude`` runs first in the same process (to patch a
+    writer, say)."""
     env = {**os.environ, "HYDRA_FULL_ERROR": "0", "WANDB_MODE": "disabled", **(env_extra or {})}
-    if prelude:
-        code = f"{prelude}\nimport runpy, sys\nsys.argv = ['{module}'] + {args!r}\nrunpy.run_module('{module}', run_name='__main__')"
-        cmd = [sys.executable, "-c", code]
-    else:
-        cmd = [sys.executable, "-m", module, *args]
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    out = forked_cli.run([sys.executable, "-m", module, *args], cwd=ROOT, env=env, timeout=600, prelude=prelude)
     return out.returncode, out.stderr + out.stdout
 
 
@@ -142,19 +139,21 @@ CONFIG_CASES = [
 
 @pytest.fixture(scope="session")
 def config_outcomes(tmp_path_factory):
-    """Every configuration case, run two at a time; each writes into its own results folder."""
+    """Every configuration case, each a real ``python -m suite.run`` process writing into its own
+    results folder, forked two at a time from one interpreter that imported the suite once
+    (``tests/forked_cli.py``)."""
     base = tmp_path_factory.mktemp("hostile-config")
-
-    def one(case):
-        name, overrides, _, _ = case
-        results = base / name / "results"
+    env = {**os.environ, "HYDRA_FULL_ERROR": "0", "WANDB_MODE": "disabled"}
+    jobs = []
+    for name, overrides, _, _ in CONFIG_CASES:
         quiet = [] if any(o.startswith("logger") for o in overrides) else ["logger=none"]
-        rc, text = run_cli(RUN, [*overrides, f"results_dir={results}", f"hydra.run.dir={base / name / 'h'}",
-                                 f"hydra.sweep.dir={base / name / 'hm'}", *quiet], cwd=base)
-        return name, (rc, text, results)
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(pool.map(one, CONFIG_CASES))
+        args = [*overrides, f"results_dir={base / name / 'results'}", f"hydra.run.dir={base / name / 'h'}",
+                f"hydra.sweep.dir={base / name / 'hm'}", *quiet]
+        jobs.append({"module": RUN, "args": args, "cwd": str(ROOT), "env": env})
+    out = subprocess.run([sys.executable, "-m", "tests.forked_cli"], input=json.dumps(jobs), capture_output=True,
+                         text=True, cwd=ROOT, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return {name: (rc, text, base / name / "results") for (name, *_), (rc, text) in zip(CONFIG_CASES, json.loads(out.stdout))}
 
 
 def test_there_are_at_least_sixty_hostile_cases():

@@ -14,13 +14,14 @@ lm_eval = pytest.importorskip("lm_eval")
 from lm_eval.api.instance import Instance  # noqa: E402
 from lm_eval.tasks import TaskManager  # noqa: E402
 
-from suite.config import CONF_DIR  # noqa: E402
-from suite.evalsets import generate  # noqa: E402
+from suite.config.compose import CONF_DIR  # noqa: E402
+from suite.evaluation.evalsets import generate  # noqa: E402
 from suite.lmeval import PosBenchEvalLM, include_dir, model_spec_from_dict, resolve_run  # noqa: E402
 from suite.lmeval import tasks as T  # noqa: E402
 from suite.lmeval.__main__ import include_args, main, run_args  # noqa: E402
 from suite.run import execute  # noqa: E402
-from suite.spec import resolve_tasks  # noqa: E402
+from suite.config.build import resolve_tasks  # noqa: E402
+from tasks import TASKS  # noqa: E402
 from tasks.base import BOS_ID, EOS_ID, VOCAB, encode  # noqa: E402
 from tests.conftest import make_spec  # noqa: E402
 
@@ -152,7 +153,7 @@ def test_learned_positions_are_truncated_from_the_left(tmp_path):
 # documents and scoring
 
 
-@pytest.mark.parametrize("name", list(OmegaConf.load(CONF_DIR / "taskset" / "all.yaml").tasks))
+@pytest.mark.parametrize("name", sorted(TASKS))
 def test_documents_are_the_generators_examples(name):
     docs = T.build_docs(name, lengths=[32, 48], n_examples=3)
     examples = {length: generate(T.task_of(name).build(), length, 1234, 3) for length in (32, 48)}
@@ -186,7 +187,7 @@ def test_documents_come_from_the_suites_task_config_and_eval_seed(monkeypatch, t
     conf = tmp_path / "conf"
     (conf / "task").mkdir(parents=True)
     (conf / "task" / "vt.yaml").write_text("name: vt\nn_chains: 1\nhops: 2\n")
-    monkeypatch.setattr("suite.spec.CONF_DIR", conf)
+    monkeypatch.setattr("suite.config.build.CONF_DIR", conf)
     cfg = OmegaConf.create({"taskset": {"name": "mine", "tasks": ["vt"], "params": {}}})
     assert dict(resolve_tasks(cfg)[0][0].params)["hops"] == 2
     assert all(len(d["answers"]) == 3 for d in T.build_docs("vt", lengths=[32], n_examples=2))  # 2 hops: 3 variables
@@ -224,7 +225,7 @@ def test_scores():
 @pytest.mark.parametrize("taskset", ["core", "ruler", "all"])
 def test_groups_mirror_the_task_sets(taskset):
     group = yaml.safe_load((include_dir() / f"posbench_{taskset}.yaml").read_text())
-    tasks = OmegaConf.load(CONF_DIR / "taskset" / f"{taskset}.yaml").tasks
+    tasks = [t.name for t in make_spec(f"taskset={taskset}", "train.seq_len=512", "eval.multiples=[1]").tasks]
     assert group["task"] == [f"posbench_{t}" for t in tasks]
     assert all((include_dir() / f"{t}.yaml").is_file() for t in group["task"])
 

@@ -4,9 +4,9 @@ forward over the whole sequence at each step (the decoding it replaces).
 
 Mutation check: in suite/lmeval/kv_cache.py extend, the new tokens' positions pos_all[start:] -> pos_all[:Tn]
 (counted from 0 at every step) makes test_cached_logits_are_the_forwards fail; in
-suite/position/rope.py RoPE._rotation, rotating keys at other positions than the queries by the
+suite/model/position/rope.py RoPE._rotation, rotating keys at other positions than the queries by the
 frequencies before p-RoPE's zeroing makes both cached tests fail for "rope drop_low yarn 2"; in
-suite/position/xpos.py, centering positions on half the sequence (x-transformers) instead of
+suite/model/position/xpos.py, centering positions on half the sequence (x-transformers) instead of
 train_len // 2 makes test_cached_logits_are_the_forwards fail for "xpos full/swa/chunked"."""
 from functools import lru_cache
 
@@ -15,10 +15,10 @@ import torch
 
 from suite.lmeval.generation import Generation, decode_greedy
 from suite.lmeval.kv_cache import extend, length_invariant, prefill
-from suite.model import PosBenchLM
-from suite.position import SCHEMES as POSITION_SCHEMES
+from suite.model.lm import PosBenchLM
+from suite.model.position import SCHEMES as POSITION_SCHEMES
 from tasks.base import EOS_ID, VOCAB
-from tests.conftest import make_spec
+from tests.conftest import fast_or_exhaustive, make_spec
 
 BASE = ["model.n_layers=2", "model.d_model=32", "model.n_heads=4", "model.d_ff=64", "train.seq_len=16",
         "eval.multiples=[1,4]", "task=copy"]
@@ -35,6 +35,9 @@ MORE = {
 }
 CASES = {f"{scheme} {span}": [f"position={scheme}", *overrides] for scheme in SCHEMES for span, overrides in SPANS.items()}
 CASES.update(MORE)
+# make test: every scheme on one span (scheme k on span k mod 3) and every case of MORE; the
+# rest of the scheme x span grid under make test-exhaustive
+FAST = {f"{scheme} {list(SPANS)[k % 3]}" for k, scheme in enumerate(SCHEMES)} | set(MORE)
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
@@ -68,7 +71,7 @@ def recomputed_greedy(model, tokens, n, max_length=None):
     return out
 
 
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("case", fast_or_exhaustive(list(CASES), FAST))
 def test_cached_logits_are_the_forwards(case):
     model = model_of(CASES[case])
     tokens = torch.randint(3, 300, (2, 40), generator=torch.Generator().manual_seed(1))
@@ -83,7 +86,7 @@ def test_cached_logits_are_the_forwards(case):
         assert case == "rope yarn dynamic" and not torch.allclose(cached, full[:, 10:], atol=1e-2)
 
 
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("case", fast_or_exhaustive(list(CASES), FAST))
 def test_cached_greedy_equals_recomputed_greedy(case):
     model = model_of(CASES[case])
     gen = torch.Generator().manual_seed(2)

@@ -53,6 +53,8 @@ def test_a_throwaway_task_is_one_file_and_one_yaml(tmp_path):
         assert out.returncode == 0, out.stderr[-3000:]
         return out.stdout + out.stderr
 
+    assert "- first_word" in run("suite.run", "taskset=all", "--cfg", "job", "--resolve")  # the all set lists it
+
     results = tmp_path / "results"
     run("suite.run", "task=first_word", "train.steps=3", "eval.n_examples=4", "eval.multiples=[1,2]", "logger=none",
         f"results_dir={results}", "sweep_name=t", f"hydra.run.dir={tmp_path / 'h'}")

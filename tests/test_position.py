@@ -1,21 +1,21 @@
 """Each position scheme against its paper's formula.
 
-Mutation check: in suite/position/alibi.py alibi_slopes, the extra slopes [0::2] -> [1::2] makes
-test_alibi_slopes_12_heads_follow_the_non_power_of_two_rule fail. In suite/position/rope.py:
+Mutation check: in suite/model/position/alibi.py alibi_slopes, the extra slopes [0::2] -> [1::2] makes
+test_alibi_slopes_12_heads_follow_the_non_power_of_two_rule fail. In suite/model/position/rope.py:
 p_rope_pairs ceil -> floor fails test_p_rope_keeps_the_papers_count_of_pairs, and dropping its
 round(..., 9) fails it at [50-0.28-18]; RoPE.frequencies zeroing the highest frequencies
 instead of the lowest fails test_p_rope_rotates_only_the_two_fastest_pairs and
 test_p_rope_score_is_the_hand_formula; giving the dropped pairs frequency 1e-6 instead of 0
 fails test_p_rope_dropped_pairs_contribute_the_same_at_every_position; zeroing only when scaling is "none" fails
 test_p_rope_composes_with_eval_time_scaling; removing the drop_low-with-fraction check fails
-test_bad_scheme_parameters_name_the_value. In suite/position/xpos.py: xpos_zeta dividing by d/2
+test_bad_scheme_parameters_name_the_value. In suite/model/position/xpos.py: xpos_zeta dividing by d/2
 instead of d fails test_xpos_zeta_follows_the_paper and test_xpos_score_is_the_hand_formula; k
 scaled by zeta^(+m) like q fails test_xpos_scores_depend_only_on_the_offset; one scale per
 dimension instead of per pair (repeat_interleave on the half layout) fails it too; center 0
 instead of train_len // 2 fails test_xpos_scales_q_up_and_k_down_from_the_center; an exponent not
 divided by scale_base fails test_xpos_scores_stay_finite_in_float32; FACTOR_BITS 65, or the
 training-length guard loosened by 1000 tokens, fails
-test_xpos_max_length_bounds_the_largest_factor_by_2_to_the_64. In suite/position/learned.py
+test_xpos_max_length_bounds_the_largest_factor_by_2_to_the_64. In suite/model/position/learned.py
 Learned.check, max_positions < train_len -> <= train_len makes
 test_learned_check_sizes_a_null_table_to_the_longest_eval_length_and_keeps_a_set_one fail, and
 sizing a null table to min(eval_lens) makes it fail too."""
@@ -24,13 +24,13 @@ import math
 import pytest
 import torch
 
-from suite.position import SCHEMES, Dims, LengthUnsupported, log_length_scale
-from suite.position.alibi import alibi_slopes
-from suite.position.rope import apply_rope, p_rope_pairs, rope_inv_freq, rotary_dims
-from suite.position.sinusoidal import sinusoidal_table
-from suite.position.t5 import t5_bucket
+from suite.model.position import SCHEMES, Dims, LengthUnsupported, log_length_scale
+from suite.model.position.alibi import alibi_slopes
+from suite.model.position.rope import apply_rope, p_rope_pairs, rope_inv_freq, rotary_dims
+from suite.model.position.sinusoidal import sinusoidal_table
+from suite.model.position.t5 import t5_bucket
 from tests.conftest import assert_score_mod_is_the_bias
-from suite.position.xpos import xpos_zeta
+from suite.model.position.xpos import xpos_zeta
 
 
 # ---------------------------------------------------------------- ALiBi (Press et al. 2022)

@@ -7,11 +7,11 @@ test_step_lines_show_step_loss_speed_and_the_time_left_at_the_measured_pace fail
 import logging
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
-from suite import store
+from tests import forked_cli
+from suite.results import store
 from suite.progress import StepLog, calls_per_line, duration, finished_line
 from suite.run import execute, run_id
 from tests.conftest import make_spec
@@ -126,7 +126,7 @@ def test_a_task_set_run_prints_each_tasks_headline_score(tmp_path, caplog):
 
 
 def test_a_diverged_run_says_where_and_shows_no_score(tmp_path, caplog, monkeypatch):
-    import suite.step as step_mod
+    import suite.training.step as step_mod
 
     real = step_mod.next_token_loss
     calls = {"n": 0}
@@ -156,7 +156,7 @@ def test_finished_line_reads_the_headline_at_the_training_length_only():
 
 
 def test_a_sweep_off_a_terminal_shows_steps_and_one_line_per_finished_run(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "suite.run", "-m", *QUICK, "log_every=4", "position=nope,alibi",
+    out = forked_cli.run([sys.executable, "-m", "suite.run", "-m", *QUICK, "log_every=4", "position=nope,alibi",
                           f"results_dir={tmp_path}", "sweep_name=sw", f"hydra.sweep.dir={tmp_path}/h"],
                          capture_output=True, text=True, cwd=ROOT, timeout=600, env={**os.environ})
     assert out.returncode == 0, out.stderr[-2000:]

@@ -1,7 +1,7 @@
 """Randomized positions (Ruoss et al. 2023) over every base scheme: what a training forward
 draws, what evaluation uses, reproducibility across a checkpoint, and every attention path.
 
-Mutation check (each in suite/position/randomized.py, each makes the named test fail):
+Mutation check (each in suite/model/position/randomized.py, each makes the named test fail):
 dropping ``.sort()`` in sample_positions: test_training_positions_are_sorted_distinct_and_in_range;
 ``torch.arange(max_len)`` -> ``torch.arange(max_len) // 2`` there (keys tie in pairs):
 test_training_positions_are_uniform; in positions, ``self._sample[pos]`` -> ``sample_positions(self.seed,
@@ -16,7 +16,7 @@ test_every_training_path_equals_the_reference_with_the_same_sample; there,
 ``params["max_positions"] = max_len``: test_a_learned_base_gets_a_table_of_max_len_rows; in _fits,
 ``n > self.max_len`` -> ``n >= self.max_len``, or in check, ``MAX_LEN_MULTIPLE * train_len`` -> ``train_len``:
 test_lengths_past_max_len_are_unsupported; dropping the ``base == Randomized.name`` check, or ``and not
-cls.needs_logits`` in bases: test_config_errors_name_the_value_and_the_choices; ignoring the ``base`` field in suite/codedigest.py pieces_of: test_the_code_digest_covers_the_base_and_no_other_scheme; in qk, ``mapped_q if pos_k is pos_q else
+cls.needs_logits`` in bases: test_config_errors_name_the_value_and_the_choices; ignoring the ``base`` field in suite/config/codedigest.py pieces_of: test_the_code_digest_covers_the_base_and_no_other_scheme; in qk, ``mapped_q if pos_k is pos_q else
 self.positions(pos_k)`` -> ``mapped_q``: test_cached_decoding_equals_the_forward_for_every_base; dropping
 the ``int(pos[0]) != 0`` check: test_random_eval_positions_are_one_sample_per_length; in _draw's training
 branch, ``self._fits(n)`` -> ``self._fits(int(pos.max()) + 1)`` (a host read):
@@ -29,17 +29,18 @@ import pytest
 import torch
 from scipy import stats
 
-from suite.attention import BLOCK, Context
-from suite.checkpoint import load_checkpoint, save_checkpoint
-from suite.codedigest import ROOT, numeric_files, pieces_of, spec_digest
+from suite.model.attention import BLOCK, Context
+from suite.training.checkpoint import load_checkpoint, save_checkpoint
+from suite.config.codedigest import ROOT, numeric_files, pieces_of, spec_digest
 from suite.lmeval.kv_cache import extend, prefill
-from suite.model import PosBenchLM
-from suite.position import SCHEMES, Dims, LengthUnsupported
-from suite.position.randomized import Randomized, RandomizedConfig, bases, sample_positions
-from suite.spec import SpecError
-from tests.conftest import make_spec
+from suite.model.lm import PosBenchLM
+from suite.model.position import SCHEMES, Dims, LengthUnsupported
+from suite.model.position.randomized import Randomized, RandomizedConfig, bases, sample_positions
+from suite.config.build import SpecError
+from tests.conftest import fast_or_exhaustive, make_spec
 
 BASES = bases()
+FAST_BASES = ("rope", "alibi", "t5")  # make test; every other base under make test-exhaustive
 SPANS = {"full": ["span=full"], "swa": ["span=swa", "span.window=5"], "chunked": ["span=chunked", "span.chunk=6"]}
 SMALL = ["model.n_layers=2", "model.d_model=32", "model.n_heads=4", "model.d_ff=64", "train.seq_len=32"]  # max_len 256
 
@@ -120,7 +121,7 @@ def test_one_forward_gives_every_layer_and_hook_the_same_positions(base, monkeyp
     assert not torch.equal(sample, torch.arange(20))
 
 
-@pytest.mark.parametrize("base", BASES)
+@pytest.mark.parametrize("base", fast_or_exhaustive(BASES, FAST_BASES))
 def test_evaluation_uses_positions_0_to_n_minus_1(base):
     """The wrapped model in evaluation is the base scheme's model with the same weights."""
     table = ["position.max_positions=256"] if base == "learned" else []  # max_len's rows
@@ -158,7 +159,7 @@ def test_a_seed_reproduces_the_samples_and_a_resumed_run_continues_them(tmp_path
 
 
 @pytest.mark.parametrize("span", list(SPANS))
-@pytest.mark.parametrize("base", BASES)
+@pytest.mark.parametrize("base", fast_or_exhaustive(BASES, FAST_BASES))
 def test_every_training_path_equals_the_reference_with_the_same_sample(base, span):
     model = _model("position=randomized", f"position.base={base}", *SPANS[span]).train()
     tokens = torch.randint(9, 300, (2, 23))
@@ -241,21 +242,21 @@ def test_config_errors_name_the_value_and_the_choices(override, message):
         make_spec("position=randomized", override)
 
 
-@pytest.mark.parametrize("base", BASES)
+@pytest.mark.parametrize("base", fast_or_exhaustive(BASES, FAST_BASES))
 def test_the_code_digest_covers_the_base_and_no_other_scheme(base):
     """A randomized run's id changes with its base's file (the config's ``base`` names it)."""
     spec = make_spec("position=randomized", f"position.base={base}")
     files = {f.relative_to(ROOT).as_posix() for f in numeric_files(**pieces_of(spec.to_dict()))}
     alone = {f.relative_to(ROOT).as_posix() for f in numeric_files(position=[base])}  # the base and what it imports
-    assert f"suite/position/{SCHEMES[base].__module__.rsplit('.', 1)[1]}.py" in alone
+    assert f"suite/model/position/{SCHEMES[base].__module__.rsplit('.', 1)[1]}.py" in alone
     wrapper = {f.relative_to(ROOT).as_posix() for f in numeric_files(position=["randomized"])}
-    schemes = {f for f in files if f.startswith("suite/position/")}
-    assert schemes == {f for f in alone | wrapper if f.startswith("suite/position/")}
-    assert "suite/position/randomized.py" in schemes and "suite/position/cope.py" not in schemes
+    schemes = {f for f in files if f.startswith("suite/model/position/")}
+    assert schemes == {f for f in alone | wrapper if f.startswith("suite/model/position/")}
+    assert "suite/model/position/randomized.py" in schemes and "suite/model/position/cope.py" not in schemes
     assert spec.code == spec_digest(spec.to_dict())
 
 
-@pytest.mark.parametrize("base", BASES)
+@pytest.mark.parametrize("base", fast_or_exhaustive(BASES, FAST_BASES))
 def test_cached_decoding_equals_the_forward_for_every_base(base):
     """lm-eval decodes with a KV cache: with positions 0 .. n-1 it equals the forward."""
     model = _model("position=randomized", f"position.base={base}", "span=swa", "span.window=4").eval()

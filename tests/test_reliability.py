@@ -1,6 +1,6 @@
 """Faults: killed runs, bad checkpoints, divergence, W&B failures.
 
-Mutation check: in suite/train.py train, a diverged run's steps done step -> step + 1 makes
+Mutation check: in suite/training/loop.py train, a diverged run's steps done step -> step + 1 makes
 test_a_non_finite_loss_stops_the_run_as_diverged_and_the_leaderboard_says_so fail."""
 import math
 import os
@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from suite import store
-from suite.model import PosBenchLM
+from tests import forked_cli
+from suite.results import store
+from suite.model.lm import PosBenchLM
 from suite.report import tables
 from suite.run import execute, run_id
-from suite.train import train
+from suite.training.loop import train
 from tests.conftest import make_spec
 
 ROOT = Path(__file__).parent.parent
@@ -30,7 +31,7 @@ def _values(path):
 
 
 def test_sigkill_mid_run_then_rerun_resumes_and_matches_an_uninterrupted_run(tmp_path):
-    args = [*SMALL, "train.steps=400", "ckpt_every=20", "sweep_name=k"]
+    args = [*SMALL, "train.steps=200", "ckpt_every=10", "sweep_name=k"]
     spec = make_spec(*args)
     ckpt = store.work_dir(tmp_path / "a", "k", run_id(spec)) / "ckpt.pt"
     proc = subprocess.Popen([sys.executable, "-m", "suite.run", *args, f"results_dir={tmp_path / 'a'}",
@@ -44,10 +45,10 @@ def test_sigkill_mid_run_then_rerun_resumes_and_matches_an_uninterrupted_run(tmp
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     step = torch.load(ckpt, weights_only=True)["step"]
-    assert 0 < step < 400 and not list((tmp_path / "a" / "k").glob("*.json"))  # killed: no result file
-    resumed = execute(spec, results_dir=tmp_path / "a", progress=False, ckpt_every=20)
+    assert 0 < step < 200 and not list((tmp_path / "a" / "k").glob("*.json"))  # killed: no result file
+    resumed = execute(spec, results_dir=tmp_path / "a", progress=False, ckpt_every=10)
     assert store.read_run(resumed)["run"]["resumed_from"] >= step
-    straight = execute(spec, results_dir=tmp_path / "b", progress=False, ckpt_every=20)
+    straight = execute(spec, results_dir=tmp_path / "b", progress=False, ckpt_every=10)
     assert _values(resumed) == _values(straight)  # bit for bit on the CPU
     assert len(list((tmp_path / "a" / "k").glob("*.json"))) == 1
 
@@ -69,7 +70,7 @@ def test_unreadable_checkpoint_is_reported_and_the_run_restarts_from_scratch(tmp
 
 
 def test_a_non_finite_loss_stops_the_run_as_diverged_and_the_leaderboard_says_so(tmp_path, monkeypatch):
-    import suite.step as step_mod
+    import suite.training.step as step_mod
 
     real = step_mod.next_token_loss
     calls = {"n": 0}
@@ -122,7 +123,7 @@ def test_wandb_log_errors_mid_run_are_not_fatal(tmp_path, monkeypatch):
 
 
 def test_killed_sweep_skips_finished_runs_resumes_the_interrupted_one_and_matches(tmp_path):
-    base = [*[a for a in SMALL if not a.startswith("position=")], "train.steps=300", "ckpt_every=25", "sweep_name=ks"]
+    base = [*[a for a in SMALL if not a.startswith("position=")], "train.steps=120", "ckpt_every=10", "sweep_name=ks"]
     # one job at a time, so the kill lands in the second run while the first is stored
     multirun = [sys.executable, "-m", "suite.run", "-m", *base, "position=nope,alibi,t5", "hydra.launcher.n_jobs=1"]
     specs = [make_spec(*base, f"position={p}") for p in ("nope", "alibi", "t5")]
@@ -140,7 +141,7 @@ def test_killed_sweep_skips_finished_runs_resumes_the_interrupted_one_and_matche
     killed_at = torch.load(second_ckpt, weights_only=True)["step"]
     mtime = first.stat().st_mtime_ns
 
-    again = subprocess.run([*multirun, f"results_dir={tmp_path / 'a'}", f"hydra.sweep.dir={tmp_path}/h2"], cwd=ROOT,
+    again = forked_cli.run([*multirun, f"results_dir={tmp_path / 'a'}", f"hydra.sweep.dir={tmp_path}/h2"], cwd=ROOT,
                            capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-2000:]
     assert first.stat().st_mtime_ns == mtime  # the finished run was skipped, not retrained
@@ -149,7 +150,7 @@ def test_killed_sweep_skips_finished_runs_resumes_the_interrupted_one_and_matche
     files = sorted(p.name for p in (tmp_path / "a" / "ks").glob("*.json"))
     assert files == sorted(f"{run_id(s)}.json" for s in specs)  # exactly one file per run
 
-    clean = subprocess.run([*multirun, f"results_dir={tmp_path / 'b'}", f"hydra.sweep.dir={tmp_path}/h3"], cwd=ROOT,
+    clean = forked_cli.run([*multirun, f"results_dir={tmp_path / 'b'}", f"hydra.sweep.dir={tmp_path}/h3"], cwd=ROOT,
                            capture_output=True, text=True, timeout=600)
     assert clean.returncode == 0
     for s in specs:  # identical metrics, bit for bit, to an uninterrupted sweep
@@ -159,7 +160,7 @@ def test_killed_sweep_skips_finished_runs_resumes_the_interrupted_one_and_matche
 
 
 def test_a_bad_job_anywhere_in_a_sweep_stops_it_before_any_training(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "suite.run", "-m", *SMALL, "train.steps=2", "span=swa",
+    out = forked_cli.run([sys.executable, "-m", "suite.run", "-m", *SMALL, "train.steps=2", "span=swa",
                           "span.window=4,8,0", f"results_dir={tmp_path}", f"hydra.sweep.dir={tmp_path}/h"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     text = out.stdout + out.stderr

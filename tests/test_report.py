@@ -1,7 +1,7 @@
 """Leaderboard tables against hand-computed values, and a report built from a fixture store.
 
 Mutation checks: in suite/report/tables.py _arrays, OOD eval_len > train_len -> eval_len >= train_len
-makes test_mrr_with_ties_by_hand fail; SIZE_LABELS chunk "c" -> "w", or "chunk" left out of
+makes test_mrr_with_ties_by_hand fail; KINDS (suite/model/span/base.py) chunk "c" -> "w", or "chunk" left out of
 BREAKDOWN_COLUMNS, makes test_a_chunk_is_labelled_c_and_broken_down_apart_from_windows fail; split_boards
 reading the split rows without relabelling them "all" makes
 test_evaluation_splits_are_scored_apart_and_other_slices_are_not_boards fail."""
@@ -11,7 +11,7 @@ import re
 import pandas as pd
 import pytest
 
-from suite import store
+from suite.results import store
 from suite.report import render, tables
 
 
@@ -159,9 +159,10 @@ def test_a_chunk_is_labelled_c_and_broken_down_apart_from_windows(tmp_path):
 
 
 def test_every_span_kind_is_a_results_column_a_setting_and_a_label():
-    from suite.span import KINDS
+    from suite.model.span import KINDS, SPANS
 
-    assert tables.SIZE_LABELS == KINDS
+    assert tables.KINDS is KINDS  # the labels have one home, the span interface
+    assert {cls.kind for cls in SPANS.values()} - {None} <= set(KINDS)
     assert all(k in store.COLUMNS and k in tables.BREAKDOWN_COLUMNS and k in tables.CONFIG_COLUMNS for k in KINDS)
 
 

@@ -3,13 +3,13 @@
 Mutation check: in suite/report/labels.py differing_keys, > 1 distinct values -> >= 1 makes
 test_a_label_names_the_settings_that_differ_and_only_those fail."""
 import json
-import subprocess
 import sys
 from pathlib import Path
 
-from suite import store
+from tests import forked_cli
+from suite.results import store
 from suite.report import labels, tables
-from suite.spec import RunSpec
+from suite.config.spec import RunSpec
 from tests.conftest import make_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,7 +48,7 @@ def test_runs_that_differ_in_steps_are_separate_rows_and_n_counts_seeds(tmp_path
     args = [sys.executable, "-m", "suite.run", "-m", "position=alibi", "task=niah_single", "train.steps=2,3", "seed=0,1,2",
             "eval.n_examples=4", "eval.multiples=[1]", "logger=none", f"results_dir={tmp_path}", "sweep_name=mix",
             f"hydra.sweep.dir={tmp_path}/h"]
-    out = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    out = forked_cli.run(args, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     board = tables.leaderboard(store.load(tmp_path / "mix"))
     assert sorted(board.scheme) == ["alibi steps=2", "alibi steps=3"]

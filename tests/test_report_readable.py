@@ -15,7 +15,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from suite import bench, store
+from suite.bench import perf as bench
+
+from suite.results import store
 from suite.report import plots, render, tables
 from tests.test_report import _row, frame
 

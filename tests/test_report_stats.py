@@ -1,8 +1,9 @@
 """Report statistics against hand-computed numbers: intervals, MRR over OOD and all cells, the MRR
 bootstrap, and the power table.
 
-Mutation check: in suite/report/stats.py t_interval, n - 1 degrees of freedom -> n makes
-test_t_interval_by_hand fail."""
+Mutation checks: in suite/report/stats.py t_interval, n - 1 degrees of freedom -> n makes
+test_t_interval_by_hand fail; percentile_interval's tail 100 * (1 - level) / 2 -> 100 * (1 - level)
+(a 90 % interval) makes test_percentile_interval_by_hand fail."""
 import math
 
 import numpy as np
@@ -51,6 +52,34 @@ def _seeded(values):
         for seed, vals in enumerate(seeds):
             rows += [_row(f"{scheme}-{seed}", scheme, seed, "copy", e, v) for e, v in zip((32, 64, 128), vals)]
     return frame(rows)
+
+
+def test_percentile_interval_by_hand():
+    samples = np.arange(1001.0)  # the q-th percentile of 0 .. 1000 is 10 q
+    assert stats.LEVEL == 0.95
+    assert stats.percentile_interval(samples) == pytest.approx((25.0, 975.0))
+    assert stats.percentile_interval(samples, level=0.5) == pytest.approx((250.0, 750.0))
+    low, high = stats.percentile_interval(np.stack([samples, 2 * samples], axis=1))  # per column
+    assert list(low) == pytest.approx([25.0, 50.0]) and list(high) == pytest.approx([975.0, 1950.0])
+
+
+def test_the_mrr_bootstrap_interval_is_the_95_percent_percentile_interval_of_its_replicates(monkeypatch):
+    df = _seeded({"a": [(0.9, 0.5, 0.2), (0.8, 0.7, 0.4), (1.0, 0.3, 0.1)],
+                  "b": [(0.7, 0.6, 0.3), (0.9, 0.4, 0.3), (0.8, 0.5, 0.2)]})
+    seen = []
+    real = stats.percentile_interval
+
+    def spy(samples, *args, **kwargs):
+        seen.append(np.asarray(samples))
+        return real(samples, *args, **kwargs)
+
+    monkeypatch.setattr(stats, "percentile_interval", spy)
+    got = tables.mrr_intervals(df, reps=400).set_index("scheme")
+    replicates = seen[0]  # OOD MRR, (reps, schemes) in the board's scheme order
+    order = sorted(got.index)
+    for i, scheme in enumerate(order):
+        assert got.loc[scheme, "mrr_ood_low"] == pytest.approx(np.percentile(replicates[:, i], 2.5))
+        assert got.loc[scheme, "mrr_ood_high"] == pytest.approx(np.percentile(replicates[:, i], 97.5))
 
 
 def test_bootstrap_interval_contains_the_estimate_and_is_reproducible():

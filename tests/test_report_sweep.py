@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from suite import store
+from suite.results import store
 from suite.report import references, render, tables
 from tests.test_report import _row, frame
 
@@ -37,7 +37,7 @@ def _spec(scheme: str) -> dict:
 
 
 def test_runs_whose_code_changed_are_flagged(tmp_path, capsys):
-    from suite.codedigest import spec_digest
+    from suite.config.codedigest import spec_digest
     from suite.report.__main__ import main
 
     # rope-0 was computed by other code; rope-1 and alibi-0 carry the digest this checkout gives them

@@ -1,13 +1,13 @@
 """The pre-flight memory estimate: what it counts, and that it refuses what cannot fit.
 
-Mutation check: in suite/resources.py _attention_bytes, total + 2 * scores -> total + scores (logits
+Mutation check: in suite/config/resources.py _attention_bytes, total + 2 * scores -> total + scores (logits
 only, no probabilities) makes test_scores_are_counted_only_where_the_path_builds_them fail; so does
 dropping ``or SCHEMES[layer.position].needs_logits`` (CoPE under FlexAttention counted as no scores)."""
 import pytest
 import torch
 
-from suite.model import PosBenchLM
-from suite.resources import GIB, ResourceError, check_memory, estimate_bytes, parameter_count
+from suite.model.lm import PosBenchLM
+from suite.config.resources import GIB, ResourceError, check_memory, estimate_bytes, parameter_count
 from tests.conftest import make_spec
 
 CPU = torch.device("cpu")

@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from suite import store
-from suite.model import PosBenchLM
-from suite.position import SCHEMES
+from tests import forked_cli
+from suite.results import store
+from suite.model.lm import PosBenchLM
+from suite.model.position import SCHEMES
 from suite.run import execute
-from suite.train import train
+from suite.training.loop import train
 from tests.conftest import make_spec
 
 ROOT = Path(__file__).parent.parent
@@ -100,7 +101,7 @@ def test_gpu_recipe_refuses_a_machine_without_cuda(tmp_path):
 
 
 def _cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "suite.run", *args], capture_output=True, text=True, cwd=ROOT,
+    return forked_cli.run([sys.executable, "-m", "suite.run", *args], capture_output=True, text=True, cwd=ROOT,
                           env={**os.environ, **(env or {})}, timeout=600)
 
 
@@ -165,7 +166,7 @@ def test_rank_task_reports_reciprocal_rank_from_candidate_logliks(tmp_path):
     assert len(rows) == 2
     # recomputed by hand from the stored weights: each candidate's log-probability at the answer
     # position, the gold's rank counting ties against it, 1 / rank averaged over the examples
-    from suite.evalsets import generate
+    from suite.evaluation.evalsets import generate
 
     spec = make_spec(*QUICK, "task=rank", "position=alibi")
     model = PosBenchLM(spec.model)

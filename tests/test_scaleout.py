@@ -1,6 +1,6 @@
 """Scaling out through existing engines: Hydra launchers (joblib, submitit) and torchrun DDP.
 
-Mutation check: in suite/distributed.py share, slice(r * per, (r + 1) * per) -> slice(0, per) (every
+Mutation check: in suite/training/distributed.py share, slice(r * per, (r + 1) * per) -> slice(0, per) (every
 rank trains on the first rows) makes test_torchrun_two_processes_write_one_result_with_the_single_process_loss fail."""
 import json
 import os
@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from suite import store
-from suite.config import CONF_DIR
+from tests import forked_cli
+from suite.results import store
+from suite.config.compose import CONF_DIR
 from suite.run import execute
 from tests.conftest import make_spec
 
@@ -43,7 +44,7 @@ def test_every_launcher_config_names_an_installed_hydra_launcher(name):
 def test_submitit_local_multirun_stores_both_runs(tmp_path):
     args = [sys.executable, "-m", "suite.run", "-m", "launcher=submitit_local", *QUICK, "position=nope,alibi",
             f"results_dir={tmp_path}", "sweep_name=sub", f"hydra.sweep.dir={tmp_path}/h"]
-    out = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    out = forked_cli.run(args, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     df = store.load(tmp_path / "sub")
     assert sorted(df.positions.unique()) == ["alibi", "nope"] and df.run_id.nunique() == 2
@@ -69,7 +70,7 @@ def test_torchrun_two_processes_write_one_result_with_the_single_process_loss(tm
 
 
 def test_a_batch_that_does_not_split_over_the_processes_is_refused(monkeypatch):
-    from suite import distributed
+    from suite.training import distributed
 
     monkeypatch.setattr(distributed, "active", lambda: True)
     monkeypatch.setattr(distributed.dist, "get_world_size", lambda: 3)

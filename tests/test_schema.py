@@ -1,6 +1,6 @@
-"""The typed schema (suite/schema.py) is the one place for types, defaults and ranges.
+"""The typed schema (suite/config/schema.py) is the one place for types, defaults and ranges.
 
-Mutation checks: in suite/schema.py TrainConf.steps, ge=1 -> ge=0 makes
+Mutation checks: in suite/config/schema.py TrainConf.steps, ge=1 -> ge=0 makes
 test_every_range_is_checked_before_training[train.steps=0] fail; adding `lr: 1.0e-3` (the schema's
 default) to conf/train/gpu.yaml makes test_group_yamls_set_only_what_differs_from_the_schema[train] fail.
 """
@@ -10,11 +10,11 @@ import pytest
 from hydra.errors import HydraException
 from omegaconf import OmegaConf
 
-from suite import schema
-from suite.config import CONF_DIR, compose_config
-from suite.position import SCHEMES
-from suite.span import SPANS
-from suite.spec import SpecError, build
+from suite.config import schema
+from suite.config.compose import CONF_DIR, compose_config
+from suite.model.position import SCHEMES
+from suite.model.span import SPANS
+from suite.config.build import SpecError, build
 from tasks import TASKS
 
 
@@ -51,7 +51,7 @@ def test_group_yamls_set_only_what_differs_from_the_schema(group):
 
 def test_top_level_yaml_restates_no_default():
     top = {k: v for k, v in _yaml(CONF_DIR / "config.yaml").items() if k != "hydra"}
-    assert top == {}, f"conf/config.yaml sets {sorted(top)}; their defaults live in suite/schema.py"
+    assert top == {}, f"conf/config.yaml sets {sorted(top)}; their defaults live in suite/config/schema.py"
 
 
 @pytest.mark.parametrize("group,catalogue", [("position", SCHEMES), ("span", SPANS), ("task", TASKS)])

@@ -1,11 +1,11 @@
 """Slice strings: the formatter writes today's bytes, the parser reads them back, bad fields are refused.
 
-Mutation check: in suite/slices.py parse_slice, part.partition("=") -> part.rpartition("=") makes
+Mutation check: in suite/evaluation/slices.py parse_slice, part.partition("=") -> part.rpartition("=") makes
 test_a_value_may_contain_an_equals_sign fail; in format_slice, ",".join -> ";".join makes
 test_fields_are_written_in_order_as_f_strings_write_them fail."""
 import pytest
 
-from suite.slices import ALL, format_slice, parse_slice
+from suite.evaluation.slices import ALL, format_slice, parse_slice
 
 
 def test_fields_are_written_in_order_as_f_strings_write_them():

@@ -1,6 +1,6 @@
 """Config composition, layer patterns and validation before training.
 
-Mutation checks: in suite/spec.py resolve_layers, an empty ``clash`` list makes
+Mutation checks: in suite/config/build.py resolve_layers, an empty ``clash`` list makes
 test_a_pattern_and_a_span_group_that_disagree_on_a_window_are_refused fail; in build, skipping the
 ``_unfit`` check at train.seq_len makes test_a_task_that_cannot_fill_the_training_length_is_refused fail;
 LayerSpec.span_size guessing getattr(span_cfg, "window"/"chunk") instead of asking the span class makes
@@ -20,11 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from suite.config import CONF_DIR, compose_config
+from tests import forked_cli
+from suite.config.compose import CONF_DIR, compose_config
 from suite.describe import layer_kind, layer_table
-from suite.position import SCHEMES, PositionConfig
-from suite.span import SPANS, Span, SpanConfig
-from suite.spec import LayerSpec, SpecError, build
+from suite.model.position import SCHEMES, PositionConfig
+from suite.model.span import SPANS, Span, SpanConfig
+from suite.config.build import SpecError, build
+from suite.model.spec import LayerSpec
 from tests.conftest import make_spec
 
 GROUPS = ["model", "position", "span", "pattern", "task", "taskset", "train", "eval", "logger"]
@@ -173,7 +175,7 @@ def test_run_id_is_a_stable_hash_of_the_resolved_spec():
 
 
 def test_inspect_json_lists_every_layer():
-    out = subprocess.run([sys.executable, "-m", "suite.describe", "pattern=command_a", "model.n_layers=8", "--json"],
+    out = forked_cli.run([sys.executable, "-m", "suite.describe", "pattern=command_a", "model.n_layers=8", "--json"],
                          capture_output=True, text=True, check=True, cwd=Path(__file__).parent.parent)
     rows = json.loads(out.stdout)
     assert [r["layer"] for r in rows] == list(range(8))
@@ -184,10 +186,10 @@ def test_inspect_json_lists_every_layer():
 
 def test_inspect_table_and_bad_input_exit_code():
     cwd = Path(__file__).parent.parent
-    ok = subprocess.run([sys.executable, "-m", "suite.describe", "pattern=llama4"], capture_output=True, text=True, cwd=cwd)
+    ok = forked_cli.run([sys.executable, "-m", "suite.describe", "pattern=llama4"], capture_output=True, text=True, cwd=cwd)
     assert ok.returncode == 0 and "yes" in ok.stdout
     assert re.search(r"0  rope +chunked +c=16  no", ok.stdout) and "w=16" not in ok.stdout
-    bad = subprocess.run([sys.executable, "-m", "suite.describe", "position=fourier"], capture_output=True, text=True, cwd=cwd)
+    bad = forked_cli.run([sys.executable, "-m", "suite.describe", "position=fourier"], capture_output=True, text=True, cwd=cwd)
     assert bad.returncode == 2 and "fourier" in bad.stderr and "alibi" in bad.stderr
 
 
@@ -246,7 +248,7 @@ def test_tab_completion_completes_groups_and_schema_keys():
 @pytest.mark.parametrize("overrides", [["taskset=core", "pattern=rope_in_swa"], ["taskset=ruler", "+taskset.params.vt.hops=2", "position=learned"],
                                        ["task=copy", "eval.multiples=[1,1.5]", "position=rope", "position.scaling=yarn"]])
 def test_a_stored_spec_rebuilds_the_run_spec_and_its_id(overrides):
-    from suite.spec import run_spec_from_dict
+    from suite.config.build import run_spec_from_dict
 
     spec = make_spec(*overrides)
     stored = json.loads(json.dumps(spec.to_dict()))
@@ -257,7 +259,7 @@ def test_a_stored_spec_rebuilds_the_run_spec_and_its_id(overrides):
 
 
 def test_a_task_spec_is_its_yaml_with_overrides_typed_and_checked():
-    from suite.spec import task_spec
+    from suite.config.build import task_spec
 
     assert dict(task_spec("vt").params) == {"n_chains": 1, "hops": 4}
     assert dict(task_spec("vt", {"hops": "2"}).params)["hops"] == 2

@@ -1,7 +1,7 @@
 """The training step: ``train`` follows a plain training loop written out here, and a step whose
 loss is not finite changes nothing.
 
-Mutation check: in suite/step.py train_step, dropping optimizer.zero_grad(set_to_none=True) makes
+Mutation check: in suite/training/step.py train_step, dropping optimizer.zero_grad(set_to_none=True) makes
 test_train_follows_a_plain_training_loop fail."""
 import math
 
@@ -10,10 +10,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from suite.batch import make_batch
-from suite.model import PosBenchLM
-from suite.step import train_step
-from suite.train import train
+from suite.training.batch import make_batch
+from suite.model.lm import PosBenchLM
+from suite.training.step import train_step
+from suite.training.loop import train
 from tests.conftest import make_spec
 
 STEPS = 40
@@ -28,7 +28,7 @@ def _plain_losses(spec, tasks) -> list[float]:
     matrices = [p for p in model.parameters() if p.dim() >= 2]
     vectors = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": matrices, "weight_decay": t.weight_decay}, {"params": vectors, "weight_decay": 0.0}],
-                            lr=t.lr, betas=(t.beta1, t.beta2))
+                            lr=t.lr, betas=t.betas)
     losses = []
     for step in range(t.steps):
         tokens, mask = make_batch(tasks, np.random.default_rng([spec.seed, step]), t.seq_len, t.batch_size, t.min_len)

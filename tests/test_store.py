@@ -1,15 +1,15 @@
 """The store cannot lie: a result file with an impossible row is named and skipped, the rest load,
 and the report still builds.
 
-Mutation checks: in suite/store.py row_problem, eval_len <= 0 -> eval_len < 0 makes
+Mutation checks: in suite/results/store.py row_problem, eval_len <= 0 -> eval_len < 0 makes
 test_a_file_with_an_impossible_row_is_named_and_skipped[zero eval length] fail; dropping "chunk" from
-COLUMNS, or in suite/identity.py span_columns taking every sized layer instead of the layers of that
+COLUMNS, or in suite/results/identity.py span_columns taking every sized layer instead of the layers of that
 kind (chunks counted as windows), makes test_stored_rows_carry_the_smallest_window_and_the_smallest_chunk fail."""
 import math
 
 import pytest
 
-from suite import store
+from suite.results import store
 from suite.report.__main__ import main as report_main
 
 
@@ -83,7 +83,7 @@ def test_written_files_get_the_mode_a_plain_open_would(tmp_path):
 
 @pytest.mark.parametrize("name", ["../../tmp/escape", "/abs", "a/b", ".hidden", "_work", "", "sp ace"])
 def test_a_sweep_name_that_would_leave_its_folder_is_refused(name):
-    from suite.spec import SpecError
+    from suite.config.build import SpecError
     from tests.conftest import make_spec
 
     with pytest.raises(SpecError, match=r"sweep_name=.*must be letters, digits"):
@@ -101,7 +101,7 @@ def test_a_sweep_name_that_would_leave_its_folder_is_refused(name):
       "pattern.name=mixed"], 4, 12),
 ])
 def test_stored_rows_carry_the_smallest_window_and_the_smallest_chunk(tmp_path, overrides, window, chunk):
-    from suite.identity import run_columns
+    from suite.results.identity import run_columns
     from tests.conftest import make_spec
 
     columns = run_columns(make_spec(*overrides))

@@ -1,14 +1,14 @@
 """The sweep wall-time breakdown adds up, and a multirun logs what it needs.
 
-Mutation check: in suite/sweep_time.py latest_multirun, dropping the start <= bound of the timestamp
+Mutation check: in suite/bench/sweep_time.py latest_multirun, dropping the start <= bound of the timestamp
 window makes test_breakdown_adds_up_to_the_worker_time fail."""
 import json
 
 import pytest
 
-from suite import store
-from suite.sweep_time import breakdown
-from suite.validate import sweep_log_path
+from suite.results import store
+from suite.bench.sweep_time import breakdown
+from suite.config.validate import sweep_log_path
 
 
 def _run(tmp_path, name, end, timing):

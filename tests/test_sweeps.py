@@ -1,18 +1,20 @@
 """Every sweep file composes into a multirun, and a sweep re-run trains nothing.
 
-Mutation check: in suite/validate.py sweep_jobs, crossing the keys with the last one varying slowest
+Mutation check: in suite/config/validate.py sweep_jobs, crossing the keys with the last one varying slowest
 instead of the first makes test_sweep_jobs_are_the_jobs_hydras_basic_sweeper_launches fail."""
 import json
-import subprocess
 import sys
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
 
-from suite import store
-from suite.config import CONF_DIR
-from suite.spec import build
+from tests import forked_cli
+from tests.conftest import fast_or_exhaustive
+from suite.results import store
+from suite.config.compose import CONF_DIR
+from suite.config.build import build
 
 ROOT = Path(__file__).parent.parent
 SWEEPS = sorted(p.stem for p in (CONF_DIR / "sweep").glob("*.yaml"))
@@ -23,16 +25,19 @@ def _sweep_cfg(name):
         return compose("config", overrides=[f"+sweep={name}"], return_hydra_config=True)
 
 
+@lru_cache(maxsize=None)
 def _built_jobs(name):
-    """(job overrides, run spec) for every job the sweep launches."""
-    from suite.validate import sweep_jobs
+    """(job overrides, run spec) for every job the sweep launches (built once per test process)."""
+    from suite.config.validate import sweep_jobs
 
     cfg = _sweep_cfg(name)
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return [(job, build(compose("config", overrides=job))) for job in sweep_jobs(cfg)]
 
 
-@pytest.mark.parametrize("name", SWEEPS)
+# make test builds every job of the CPU sweeps the tests run anyway; zoo (117 jobs), kz and gpu
+# under make test-exhaustive
+@pytest.mark.parametrize("name", fast_or_exhaustive(SWEEPS, {"default", "windows", "hybrids"}))
 def test_every_sweep_is_a_multirun_of_configurations_each_with_several_seeds(name):
     cfg = _sweep_cfg(name)
     assert str(cfg.hydra.mode) == "RunMode.MULTIRUN" and cfg.sweep_name == name
@@ -87,7 +92,7 @@ def test_a_finished_sweep_reruns_without_training(tmp_path):
     args = [sys.executable, "-m", "suite.run", "+sweep=hybrids", "train.steps=2", "eval.n_examples=2",
             "eval.multiples=[1]", "logger=none", f"results_dir={tmp_path}", f"hydra.sweep.dir={tmp_path}/h",
             "+arch=rope,command_a", "seed=0"]
-    first = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    first = forked_cli.run(args, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert first.returncode == 0, first.stderr[-2000:]
     files = {p: p.stat().st_mtime_ns for p in (tmp_path / "hybrids").glob("*.json")}
     assert len(files) == 2
@@ -97,7 +102,7 @@ def test_a_finished_sweep_reruns_without_training(tmp_path):
         timing = json.loads(path.read_text())["run"]["timing"]
         assert {"train_s", "eval_s", "batches_s", "eval_sets_s", "log_s", "setup_s", "store_s"} <= set(timing)
         assert all(v >= 0 for v in timing.values())
-    second = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    second = forked_cli.run(args, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert second.returncode == 0 and (second.stdout + second.stderr).count("skip ") == 2
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "hybrids").glob("*.json")} == files
     assert store.load(tmp_path / "hybrids").run_id.nunique() == 2
@@ -110,7 +115,7 @@ def test_sweep_jobs_are_the_jobs_hydras_basic_sweeper_launches(name):
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from suite.validate import sweep_jobs
+    from suite.config.validate import sweep_jobs
 
     cfg = _sweep_cfg(name)
     params = [f"{k}={v}" for k, v in (cfg.hydra.sweeper.get("params") or {}).items()]

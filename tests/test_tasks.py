@@ -1,18 +1,18 @@
 """Properties every task must have, the task sets, shared eval sets and ``tasks.show``.
 
-Mutation check: in suite/evalsets.py eval_set_hash, dropping "seed" from the hashed key makes
+Mutation check: in suite/evaluation/evalsets.py eval_set_hash, dropping "seed" from the hashed key makes
 test_eval_sets_are_cached_by_hash_and_identical_to_fresh_generation fail."""
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from suite.config import CONF_DIR
-from suite.evalcache import eval_set
-from suite.evalsets import eval_set_hash, generator_digest
+from tests import forked_cli
+from suite.config.compose import CONF_DIR
+from suite.evaluation.evalcache import eval_set
+from suite.evaluation.evalsets import eval_set_hash, generator_digest
 from tasks import TASKS, build_task
 from tasks.base import decode, encode
 from tests.conftest import make_spec
@@ -123,19 +123,19 @@ def test_a_damaged_eval_set_cache_file_is_reported_and_regenerated(tmp_path, dam
 
 
 def test_show_prints_json_with_answers():
-    out = subprocess.run([sys.executable, "-m", "tasks.show", "mqar", "--length", "48", "--seed", "2", "--json"],
+    out = forked_cli.run([sys.executable, "-m", "tasks.show", "mqar", "--length", "48", "--seed", "2", "--json"],
                          capture_output=True, text=True, check=True, cwd=ROOT)
     d = json.loads(out.stdout)
     assert set(d) == {"tokens", "text", "answer_spans", "answers", "meta"}
     assert len(d["tokens"]) == 48 and encode(d["text"]) == d["tokens"]
     assert d["answers"] == [decode(d["tokens"][s:e]) for s, e in d["answer_spans"]]
-    text = subprocess.run([sys.executable, "-m", "tasks.show", "copy", "--length", "10"], capture_output=True,
+    text = forked_cli.run([sys.executable, "-m", "tasks.show", "copy", "--length", "10"], capture_output=True,
                           text=True, check=True, cwd=ROOT).stdout
     assert "[" in text and "]" in text
 
 
 def test_a_changed_generator_gets_a_new_eval_set_hash(tmp_path, monkeypatch):
-    from suite import evalcache
+    from suite.evaluation import evalcache
 
     task = build_task("niah_single")
     _, before = eval_set("niah_single", {}, task, 64, seed=3, n=5, cache_dir=tmp_path)

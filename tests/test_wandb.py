@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 import suite.lifecycle as run_mod
-from suite import store
-from suite.config import compose_config
+from suite.results import store
+from suite.config.compose import compose_config
 from suite.run import execute, run_id
-from suite.spec import SpecError
+from suite.config.build import SpecError
 from suite.tracking import MAX_ID, wandb_id
 from tests.conftest import make_spec
 

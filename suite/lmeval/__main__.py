@@ -21,11 +21,10 @@ import argparse
 import json
 import sys
 
-from suite.evaluate import eval_lengths
 from suite.lmeval import include_dir
 from suite.lmeval.model import load_run, resolve_run
-from suite.spec import run_spec_from_dict
-from suite.store import read_run
+from suite.config.build import run_spec_from_dict
+from suite.results.store import read_run
 
 
 def _given(rest: list[str], *flags: str) -> bool:
@@ -47,7 +46,7 @@ def run_args(run: str, results_dir: str, rest: list[str]) -> list[str]:
     metadata = {}
     if stored:
         spec = run_spec_from_dict(stored)
-        metadata = {"lengths": eval_lengths(spec), "data_seed": spec.eval.seed,
+        metadata = {"lengths": spec.eval_lengths, "data_seed": spec.eval.seed,
                     "params": {t.name: dict(t.params) for t in spec.tasks}}
     model_args = {"pretrained": path.stem, "results_dir": str(path.parent.parent), "sweep": path.parent.name}
     out = ["--model", "posbench", "--model_args", json.dumps(model_args), "--metadata", json.dumps(metadata)]

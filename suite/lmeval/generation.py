@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import torch
 
 from suite.lmeval.kv_cache import extend, length_invariant, prefill
-from suite.model import PosBenchLM
+from suite.model.lm import PosBenchLM
 from tasks.base import EOS_ID, decode
 
 

@@ -10,7 +10,7 @@ Keys are cached before the scheme's ``qk`` hook and the hook is applied to all o
 step, with the step's query positions and every key position. That keeps the cache exact for
 schemes whose transform depends on the whole length (RoPE's dynamic eval-time scaling reads the
 longest position), at O(T) extra work per step, the order of attending to T keys anyway.
-Attention is ``suite.attention.reference_attention`` with the span's mask, the scheme's bias
+Attention is ``suite.model.attention.reference_attention`` with the span's mask, the scheme's bias
 and its ``logit_term``: a step's query rows see every cached key, so a term computed from a
 row's logits (CoPE's gated counts) is that row of the full computation.
 
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import torch
 
-from suite.attention import BLOCK, reference_attention
-from suite.model import PosBenchLM
+from suite.model.attention import BLOCK, reference_attention
+from suite.model.lm import PosBenchLM
 
 
 class KVCache:

@@ -30,9 +30,9 @@ from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
 from suite.lmeval.generation import Generation, decode_greedy
-from suite.model import PosBenchLM
-from suite.spec import model_spec_from_dict
-from suite.store import read_run
+from suite.model.lm import PosBenchLM
+from suite.config.build import model_spec_from_dict
+from suite.results.store import read_run
 from tasks.base import BOS_ID, EOS_ID, PAD_ID, VOCAB_SIZE, decode, encode
 
 log = logging.getLogger("posbench")

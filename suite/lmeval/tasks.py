@@ -1,11 +1,11 @@
 """PosBench tasks as lm-eval documents (``custom_dataset``) and their scoring (``process_results``).
 
 Documents come from each task's own generator with the parameters the suite gives it
-(``suite.spec.task_spec``: ``conf/task/<name>.yaml`` and overrides), through
-``suite.evalsets.generate``: at the same seed they are the first ``n_examples`` examples of
+(``suite.config.build.task_spec``: ``conf/task/<name>.yaml`` and overrides), through
+``suite.evaluation.evalsets.generate``: at the same seed they are the first ``n_examples`` examples of
 PosBench's own evaluation sets. Task metadata (``--metadata`` JSON) sets ``lengths`` (default
 [32, 64]), ``n_examples`` per length (default 50), ``data_seed`` (default: the suite's eval seed,
-``suite.schema.EvalConf.seed``) and ``params`` (per-task overrides, ``{"vt": {"hops": 1}}``).
+``suite.config.schema.EvalConf.seed``) and ``params`` (per-task overrides, ``{"vt": {"hops": 1}}``).
 Documents alternate between the lengths, so ``--limit`` takes every length alike; results are
 reported per length (``suite.lmeval.task_class``).
 
@@ -32,9 +32,10 @@ from itertools import zip_longest
 
 import datasets
 
-from suite.evalsets import generate
-from suite.schema import EvalConf
-from suite.spec import TaskSpec, task_spec
+from suite.evaluation.evalsets import generate
+from suite.config.schema import EvalConf
+from suite.config.build import task_spec
+from suite.config.spec import TaskSpec
 from tasks import TASKS, build_task
 from tasks.base import BOS_ID, EOS_ID, Example, decode
 
@@ -43,7 +44,7 @@ DEFAULT_N = 50
 
 
 def default_seed() -> int:
-    """The suite's evaluation seed (``suite.schema.EvalConf``), so documents are its eval sets."""
+    """The suite's evaluation seed (``suite.config.schema.EvalConf``), so documents are its eval sets."""
     return EvalConf().seed
 
 

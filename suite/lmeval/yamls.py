@@ -31,10 +31,11 @@ import numpy as np
 import yaml
 from omegaconf import OmegaConf
 
-from suite.batch import shortest_length
-from suite.config import CONF_DIR
+from suite.training.batch import shortest_length
+from suite.config import schema
+from suite.config.compose import CONF_DIR
 from suite.lmeval.tasks import example_docs
-from suite.spec import task_spec
+from suite.config.build import task_spec
 from tasks import TASKS
 
 TEMPLATES = Path(__file__).resolve().parent / "yaml"
@@ -68,7 +69,9 @@ def group_yaml(taskset: dict) -> dict:
 
 
 def tasksets() -> list[dict]:
-    return [OmegaConf.to_container(OmegaConf.load(path)) for path in sorted((CONF_DIR / "taskset").glob("*.yaml"))]
+    """Every ``conf/taskset`` YAML, resolved (``all`` lists the registered tasks by a resolver)."""
+    schema.register()
+    return [OmegaConf.to_container(OmegaConf.load(path), resolve=True) for path in sorted((CONF_DIR / "taskset").glob("*.yaml"))]
 
 
 def write(folder: Path) -> Path:

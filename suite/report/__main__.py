@@ -7,7 +7,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from suite import store
+from suite.results import store
 from suite.report import render, tables
 
 

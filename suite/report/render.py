@@ -16,7 +16,7 @@ import pandas as pd
 
 from suite.report import references, tables
 from suite.report.plots import plot_profiles, plot_recency, plot_summary, plot_task
-from suite.store import write_atomic
+from suite.files import write_atomic
 
 THRESHOLD = 0.8
 BOARD_CSV = ["scheme", "task", "eval_len", "metric", "mean", "ci_low", "ci_high", "std", "n_seeds", "status"]

@@ -23,14 +23,13 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
-from suite.codedigest import spec_digest
+from suite.config.codedigest import spec_digest
+from suite.model.span.base import KINDS
 from suite.report import labels, stats
-from suite.slices import parse_slice
+from suite.evaluation.slices import parse_slice
 from tasks import TASKS
 
 TIE_RULES = ("min", "average")
-# the span-size columns (one per span kind, suite/span/base.py KINDS) and their short labels
-SIZE_LABELS = {"window": "w", "chunk": "c"}
 BREAKDOWN_COLUMNS = ("spans", "window", "chunk", "pattern", "model", "train_len")
 # what a run's configuration is made of, for rows written before ``config_hash`` existed
 CONFIG_COLUMNS = ("model", "n_layers", "d_model", "n_heads", "pattern", "positions", "spans", "window", "chunk",
@@ -51,7 +50,7 @@ def headline_metric(task: str, metric: str | None = None) -> str:
 
 def size_label(row) -> str:
     """'w=16', 'c=16', 'w=8 c=16' or '': a row's span sizes (its ``window`` and ``chunk`` columns)."""
-    sizes = [(short, row.get(column)) for column, short in SIZE_LABELS.items()]
+    sizes = [(short, row.get(column)) for column, short in KINDS.items()]  # one size column per span kind
     return " ".join(f"{short}={int(size)}" for short, size in sizes if size is not None and not pd.isna(size))
 
 
@@ -368,7 +367,7 @@ def varied(df: pd.DataFrame) -> list[str]:
 
 def code_status(df: pd.DataFrame) -> pd.Series:
     """Per run id: ``current`` when its stored code digest is the one this checkout gives its spec
-    (``suite.codedigest.spec_digest``: the core plus the schemes, spans and tasks it uses),
+    (``suite.config.codedigest.spec_digest``: the core plus the schemes, spans and tasks it uses),
     ``stale`` when it differs, ``unknown`` for a run stored without its spec."""
     runs = df.drop_duplicates("run_id").set_index("run_id")
     spec = runs["spec"] if "spec" in runs else pd.Series(None, index=runs.index, dtype=object)

@@ -6,7 +6,7 @@ cells and all cells) in the summary.
 Offline by default, like the runs; ``wandb sync`` uploads it later.
 
 Where it goes follows the runs: the project, entity and folder are the composed config's
-``logger.project``, ``logger.entity`` and ``logger.dir`` (suite/schema.py, conf/logger/wandb.yaml),
+``logger.project``, ``logger.entity`` and ``logger.dir`` (suite/config/schema.py, conf/logger/wandb.yaml),
 so with no flags the report lands beside runs launched with no logger overrides, its files in
 ``<results>/<sweep>/wandb``. ``python -m suite.report --project/--entity`` match runs launched
 with ``logger.project=`` or ``logger.entity=``.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.config import compose_config
+from suite.config.compose import compose_config
 from suite.tracking import wandb_dir
 
 

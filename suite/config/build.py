@@ -1,0 +1,311 @@
+"""The only reader of the raw Hydra config: validate it and freeze it into a hashed run spec.
+
+A run is (model spec, training recipe, task, evaluation grid, seed): the frozen classes of
+``suite/model/spec.py`` and ``suite/config/spec.py``. Its id is a hash of that resolved spec, so
+the same spec is the same run and a re-run sweep can skip finished work. Every mistake is
+reported before any training, naming the bad value and the valid choices.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from functools import lru_cache
+from typing import Optional
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
+
+from suite.config import schema
+from suite.config.codedigest import code_digest, pieces_of
+from suite.config.compose import CONF_DIR
+from suite.config.spec import EvalSpec, RunSpec, TaskSpec, TrainSpec, eval_length
+from suite.model.position import SCHEMES
+from suite.model.span import SPANS
+from suite.model.spec import LayerSpec, ModelSpec
+from suite.options import is_option
+from suite.registry import build_config, lookup
+from tasks import TASKS, build_task
+from tasks.base import VOCAB_SIZE
+
+SWEEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+class SpecError(ValueError):
+    """A configuration that cannot be run; the message names the value and the valid choices."""
+
+
+# --------------------------------------------------------------------------------------------
+# building
+
+
+def _plain(node) -> dict:
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
+
+
+def _require(cond: bool, message: str) -> None:
+    if not cond:
+        raise SpecError(message)
+
+
+def _error_line(err: Exception) -> str:
+    """OmegaConf's message without its trailing ``full_key`` / ``object_type`` lines."""
+    return str(getattr(err, "msg", None) or err).splitlines()[0]
+
+
+def typed(config_cls: type, params: dict, prefix: str) -> dict:
+    """``params`` converted to ``config_cls``'s field types by OmegaConf's rules, so ``5`` and
+    ``5.0`` are one value of a float option; a wrong type or unknown key names ``prefix.key``."""
+    valid = [f.name for f in dataclasses.fields(config_cls)]
+    unknown = sorted(set(params) - set(valid))
+    _require(not unknown, f"unknown key(s) {[f'{prefix}.{k}' for k in unknown]}; valid: {', '.join(sorted(valid)) or 'none'}")
+    node = OmegaConf.structured(config_cls)
+    OmegaConf.set_readonly(node, False)
+    for key, value in params.items():
+        try:
+            node[key] = value
+        except OmegaConfBaseException as err:
+            raise SpecError(f"{prefix}.{key}={value!r}: {_error_line(err)}") from None
+    return {key: _frozen(OmegaConf.to_object(node[key]) if OmegaConf.is_config(node[key]) else node[key]) for key in params}
+
+
+def _scheme_config(name: str, params: dict, prefix: str = "position"):
+    cls = lookup("position scheme", name, SCHEMES)
+    return build_config("position", name, cls.Config, typed(cls.Config, params, prefix))
+
+
+def _span_config(name: str, params: dict, prefix: str = "span"):
+    cls = lookup("span", name, SPANS)
+    return build_config("span", name, cls.Config, typed(cls.Config, params, prefix))
+
+
+def _frozen(value):
+    """JSON lists back to tuples, so rebuilt configs hash like the originals."""
+    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
+
+
+def model_spec_from_dict(d: dict) -> ModelSpec:
+    """The ``ModelSpec`` stored as ``RunSpec.to_dict()["model"]``; unknown keys fail naming the valid ones."""
+    valid = {f.name for f in dataclasses.fields(ModelSpec)}
+    unknown = sorted(set(d) - valid)
+    if unknown:
+        raise ValueError(f"unknown model spec key(s) {unknown}; valid: {sorted(valid)}")
+    layers = tuple(
+        LayerSpec(layer["position"], _scheme_config(layer["position"], {k: _frozen(v) for k, v in layer["position_cfg"].items()}),
+                  layer["span"], _span_config(layer["span"], {k: _frozen(v) for k, v in layer["span_cfg"].items()}))
+        for layer in d["layers"]
+    )
+    return ModelSpec(**{**d, "layers": layers})
+
+
+def _fields_from_dict(cls: type, d: dict, key: str) -> dict:
+    valid = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(d) - valid)
+    if unknown:
+        raise ValueError(f"unknown {key} spec key(s) {unknown}; valid: {sorted(valid)}")
+    return {k: _frozen(v) for k, v in d.items()}
+
+
+def run_spec_from_dict(d: dict) -> RunSpec:
+    """The ``RunSpec`` stored as ``RunSpec.to_dict()`` (a result file's ``run.spec``); its
+    ``run_id`` is the stored run's. Unknown keys fail naming the valid ones."""
+    top = _fields_from_dict(RunSpec, {k: v for k, v in d.items() if k not in ("model", "train", "tasks", "eval")}, "run")
+    tasks = tuple(TaskSpec(t["name"], tuple((k, _frozen(v)) for k, v in t["params"])) for t in d["tasks"])
+    return RunSpec(model=model_spec_from_dict(d["model"]), train=TrainSpec(**_fields_from_dict(TrainSpec, d["train"], "train")),
+                   tasks=tasks, eval=EvalSpec(**_fields_from_dict(EvalSpec, d["eval"], "eval")), **top)
+
+
+def resolve_layers(position: dict, span: dict, pattern: dict, n_layers: int) -> tuple[LayerSpec, ...]:
+    """Tile the pattern's layer kinds over the depth.
+
+    A layer kind may name a position scheme, a span and ``log_scale``; what it leaves out comes
+    from the ``position`` and ``span`` groups. A named scheme or span takes the group's
+    parameters when the names match, else its defaults, with the pattern's ``window``/``chunk``.
+    """
+    position, span = dict(position), dict(span)
+    pos_name, span_name = position.pop("name"), span.pop("name")
+    kinds = pattern.get("layers") or [{}]
+    _require(isinstance(kinds, list), f"pattern.layers must be a list of layer kinds, got {kinds!r}")
+    layers = []
+    for i in range(n_layers):
+        kind = dict(kinds[i % len(kinds)] or {})
+        unknown = sorted(set(kind) - {"position", "span", "log_scale"})
+        _require(not unknown, f"unknown layer-kind key(s) {unknown} in pattern {pattern.get('name')!r}; valid: log_scale, position, span")
+        p_name = kind.get("position") or pos_name
+        p_params = dict(position) if p_name == pos_name else {}
+        if kind.get("log_scale") is not None:
+            p_params["log_scale"] = bool(kind["log_scale"])
+        s_name = kind.get("span") or span_name
+        s_cls = lookup("span", s_name, SPANS)
+        from_pattern = {k: pattern[k] for k in (f.name for f in dataclasses.fields(s_cls.Config)) if pattern.get(k) is not None}
+        s_params, s_prefix = (dict(span), "span") if s_name == span_name else (from_pattern, "pattern")
+        clash = sorted(k for k in from_pattern if s_name == span_name and span.get(k) != from_pattern[k])
+        _require(not clash, "; ".join(
+            f"pattern.{k}={from_pattern[k]} and span.{k}={span.get(k)} both size the {s_name} layers of pattern "
+            f"{pattern.get('name')!r}: set one of them (a pattern's {k} sizes its {s_name} layers unless the span "
+            f"group is {s_name} too, and then the two must agree)" for k in clash))
+        try:
+            layers.append(LayerSpec(p_name, _scheme_config(p_name, p_params, "position" if p_name == pos_name else "pattern"),
+                                    s_name, _span_config(s_name, s_params, s_prefix)))
+        except SpecError:
+            raise
+        except (ValueError, TypeError) as err:
+            raise SpecError(f"layer {i} ({p_name}, {s_name}) of pattern {pattern.get('name')!r}: {err}") from None
+    return tuple(layers)
+
+
+def _task_spec(name: str, params: dict, prefix: str = "task") -> TaskSpec:
+    cls = lookup("task", name, TASKS)
+    params = typed(cls, params, prefix)
+    build_task(name, **params)  # validates the parameters now, not mid-sweep
+    return TaskSpec(name, tuple(sorted(params.items())))
+
+
+def task_spec(name: str, overrides: Optional[dict] = None, prefix: Optional[str] = None) -> TaskSpec:
+    """Task ``name`` with the options of ``conf/task/<name>.yaml`` (none when it has no YAML)
+    updated by ``overrides``, typed and checked; errors name ``prefix`` (default ``task.<name>``)."""
+    lookup("task", name, TASKS)
+    prefix = prefix or f"task.{name}"
+    path = CONF_DIR / "task" / f"{name}.yaml"
+    params = _plain(OmegaConf.load(path)) if path.exists() else {}
+    params.pop("name", None)
+    given = overrides or {}
+    _require(isinstance(given, dict), f"{prefix}={given!r}: must map option names to values")
+    params.update(given)
+    return _task_spec(name, params, prefix)
+
+
+def resolve_tasks(cfg: DictConfig) -> tuple[tuple[TaskSpec, ...], str]:
+    """The run's tasks: the ``taskset`` group when chosen (each task with its YAML defaults
+    under conf/task/ and ``taskset.params.<task>`` overrides), else the single ``task``."""
+    taskset = cfg.get("taskset")
+    if not taskset:
+        params = _plain(cfg.task)
+        name = params.pop("name")
+        return (_task_spec(name, params),), name
+    names = list(taskset.tasks)
+    _require(len(names) > 0 and len(set(names)) == len(names),
+             f"taskset {taskset.name!r} must list distinct tasks, got {names}")
+    overrides = _plain(taskset.get("params") or {})
+    unknown = sorted(set(overrides) - set(names))
+    _require(not unknown, f"taskset.params names task(s) {unknown} that are not in the set {names}")
+    return tuple(task_spec(name, overrides.get(name), f"taskset.params.{name}") for name in names), str(taskset.name)
+
+
+@lru_cache(maxsize=4096)
+def _unfit(task: TaskSpec, length: int) -> Optional[str]:
+    """Why ``task`` cannot generate an example of ``length`` tokens, or None when it can."""
+    try:
+        task.build().generate(np.random.default_rng(0), length)
+    except ValueError as err:
+        return str(err)
+    return None
+
+
+def _typed_root(cfg: DictConfig | dict) -> DictConfig:
+    """``cfg`` on top of the schema (suite/config/schema.py): defaults filled in, values converted, a
+    wrong type or a missing mandatory value named by its full key."""
+    data = OmegaConf.create(cfg) if isinstance(cfg, dict) else cfg.copy()
+    with open_dict(data):
+        data.pop("hydra", None)
+    try:
+        root = OmegaConf.merge(OmegaConf.structured(schema.PosBenchConf), data)
+        OmegaConf.to_container(root, resolve=True, throw_on_missing=True)
+    except OmegaConfBaseException as err:
+        key = getattr(err, "full_key", None)
+        raise SpecError(f"{key}: {_error_line(err)}" if key else _error_line(err)) from None
+    return root
+
+
+def _check_device(device: str) -> None:
+    try:
+        torch.device(device)
+    except (RuntimeError, ValueError):
+        raise SpecError(f"unknown train.device {device!r}; valid: cpu, cuda, cuda:N (a GPU index), mps") from None
+
+
+def _schema_errors(cfg: DictConfig) -> list[str]:
+    """Every range, choice and value rule of the schema that ``cfg`` breaks, by full key."""
+    errors = schema.range_errors(_plain(cfg), schema.PosBenchConf, "")
+    for group, cls in schema.GROUPS.items():
+        if cfg.get(group) is not None:
+            errors += schema.range_errors(_plain(cfg[group]), cls, group)
+    if cfg.get("logger") is not None and (problem := schema.dir_problem(cfg.logger.get("dir"))):
+        errors.append(problem)
+    return errors
+
+
+def _check_shapes(m: dict, t: dict) -> None:
+    _require(m["d_model"] % m["n_heads"] == 0,
+             f"model.n_heads={m['n_heads']} does not divide model.d_model={m['d_model']}; "
+             f"valid head counts: {[h for h in range(1, m['d_model'] + 1) if m['d_model'] % h == 0]}")
+    _require(t.get("min_len") is None or t["min_len"] <= t["seq_len"],
+             f"train.min_len={t.get('min_len')}: must be in [1, train.seq_len={t['seq_len']}] (or null)")
+    _check_device(t["device"])
+
+
+def _checked_layers(cfg: DictConfig, n_layers: int, train_len: int, eval_lens: tuple[int, ...]) -> tuple[LayerSpec, ...]:
+    """The pattern tiled over the depth, each layer's position config passed through its scheme's
+    own ``check`` (suite/model/position/base.py): resized to the run's lengths, or refused with the layer."""
+    layers = []
+    for i, layer in enumerate(resolve_layers(_plain(cfg.position), _plain(cfg.span), _plain(cfg.pattern), n_layers)):
+        try:
+            position_cfg = SCHEMES[layer.position].check(layer.position_cfg, train_len, eval_lens)
+        except ValueError as err:
+            raise SpecError(f"layer {i}: {err}") from None
+        layers.append(dataclasses.replace(layer, position_cfg=position_cfg))
+    return tuple(layers)
+
+
+def _check_fit(tasks: tuple[TaskSpec, ...], train_len: int, multiples: tuple[float, ...]) -> None:
+    """Every task can fill the training length and every eval length."""
+    for task in tasks:
+        _require(_unfit(task, train_len) is None,
+                 f"task {task.name} cannot fill train.seq_len={train_len}: {_unfit(task, train_len)}")
+        for x in multiples:
+            n = eval_length(x, train_len)
+            _require(_unfit(task, n) is None,
+                     f"task {task.name} cannot fill the eval length {n} (eval.multiples {x:g} x train.seq_len): {_unfit(task, n)}")
+
+
+def _sweep_name(cfg: DictConfig) -> str:
+    sweep = str(cfg.get("sweep_name", "dev"))
+    _require(SWEEP_NAME.fullmatch(sweep) is not None,
+             f"sweep_name={sweep!r}: must be letters, digits, '.', '_' or '-', not starting with '.' or '_' "
+             "(it names a folder under results_dir; '_' folders hold checkpoints and eval sets)")
+    return sweep
+
+
+def _frozen_spec(cls: type, values: dict, **derived):
+    """``cls`` (a frozen spec) from its option fields' typed values and the ``derived`` ones."""
+    names = {f.name for f in dataclasses.fields(cls) if is_option(f)}
+    return cls(**{k: _frozen(v) for k, v in values.items() if k in names}, **derived)
+
+
+def build(cfg: DictConfig | dict) -> RunSpec:
+    """Validate a composed Hydra config and return the frozen run spec. Every broken rule of the
+    schema is reported at once, each naming its full key; then shapes, layers, task lengths and
+    the sweep name are checked, before anything trains."""
+    cfg = _typed_root(cfg)
+    m, t, e = _plain(cfg.model), _plain(cfg.train), _plain(cfg.eval)
+    errors = _schema_errors(cfg)
+    if errors:
+        raise SpecError("; ".join(errors))
+    multiples = tuple(float(x) for x in e["multiples"])
+    try:
+        _check_shapes(m, t)
+        layers = _checked_layers(cfg, m["n_layers"], t["seq_len"], tuple(eval_length(x, t["seq_len"]) for x in multiples))
+        tasks, taskset = resolve_tasks(cfg)
+        _check_fit(tasks, t["seq_len"], multiples)
+        sweep = _sweep_name(cfg)
+    except SpecError:
+        raise
+    except (ValueError, TypeError, KeyError) as err:
+        raise SpecError(str(err)) from None
+    model = _frozen_spec(ModelSpec, m, vocab_size=VOCAB_SIZE, train_len=t["seq_len"], pattern=cfg.pattern.name, layers=layers)
+    ev = _frozen_spec(EvalSpec, e)
+    return RunSpec(model=model, train=_frozen_spec(TrainSpec, t), tasks=tasks, taskset=taskset, eval=ev, seed=int(cfg.seed),
+                   sweep=sweep, code=code_digest(**pieces_of({
+                       "model": {"layers": [dataclasses.asdict(layer) for layer in layers]},
+                       "tasks": [{"name": task.name} for task in tasks]})))

@@ -1,0 +1,129 @@
+"""The typed schema of a run's config: every top-level, model, training, evaluation, logger,
+layer-pattern and task-set option with its type, default and valid range.
+
+The ``model``, ``train`` and ``eval`` groups are derived from the frozen specs that hold those
+options (``ModelSpec`` in ``suite/model/spec.py``, ``TrainSpec`` and ``EvalSpec`` in
+``suite/config/spec.py``), where each option is declared once; the other groups are declared
+here. The dataclasses are Hydra structured configs (registered in the ConfigStore as
+``posbench_schema``, the first entry of ``conf/config.yaml``'s defaults list), so Hydra rejects
+a value of the wrong type or an unknown key while it composes, naming the full key. The YAML
+files under ``conf/`` set only what differs from these defaults (``tests/test_schema.py`` holds
+them to it). Ranges and choices sit in each field's metadata; ``range_errors`` checks them.
+
+Position schemes, spans and tasks keep their options in their own ``Config`` dataclasses (one
+file per piece); ``suite.config.build`` converts their YAML values to those types the same way.
+"""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from pathlib import Path
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, OmegaConf
+
+from suite.config.spec import EvalSpec, TrainSpec
+from suite.model.spec import ModelSpec
+from suite.options import REQUIRED, is_option, option, range_errors
+from tasks import TASKS
+
+LOGGERS = ("wandb", "none")
+WANDB_MODES = ("offline", "online", "disabled")
+WANDB_FOLDER = "wandb"  # W&B always names its folder so: its ``dir`` argument is the folder above
+
+__all__ = ["PosBenchConf", "ModelConf", "TrainConf", "EvalConf", "LoggerConf", "PatternConf", "TasksetConf",
+           "GROUPS", "register", "range_errors", "conf_of"]
+
+
+def conf_of(spec: type, name: str) -> type:
+    """A Hydra structured config (a mutable dataclass) with ``spec``'s option fields: their
+    types, defaults and rules; a field without a default is mandatory (``???``)."""
+    hints = typing.get_type_hints(spec)
+    fields = [(f.name, hints[f.name], field(default=MISSING if f.default is REQUIRED else f.default, metadata=f.metadata))
+              for f in dataclasses.fields(spec) if is_option(f)]
+    return dataclasses.make_dataclass(name, fields, namespace={"__doc__": f"The options of ``{spec.__name__}``.", "__module__": __name__})
+
+
+ModelConf = conf_of(ModelSpec, "ModelConf")
+TrainConf = conf_of(TrainSpec, "TrainConf")
+EvalConf = conf_of(EvalSpec, "EvalConf")
+
+
+@dataclass
+class LoggerConf:
+    name: str = option("wandb", choices=LOGGERS)
+    mode: str = option("offline", choices=WANDB_MODES, doc="offline: no account, no network")
+    project: str = option("posbench")
+    entity: Optional[str] = option(None)
+    silent: bool = option(True, doc="keep W&B's own messages out of the sweep log")
+    dir: Optional[str] = option(None, doc="the folder W&B's run folders go in, its last part named wandb; "
+                                          "null: <results_dir>/<sweep_name>/wandb")
+
+
+def dir_problem(value: Optional[str]) -> Optional[str]:
+    """Why ``value`` cannot be ``logger.dir``, or None when it can (None itself: the default)."""
+    if value is None or Path(str(value)).expanduser().name == WANDB_FOLDER:
+        return None
+    return (f"logger.dir={value!r}: its last folder must be named {WANDB_FOLDER!r}, because W&B names its folder "
+            f"itself; for example {str(Path(str(value)) / WANDB_FOLDER)!r}, or null for <results_dir>/<sweep_name>/wandb")
+
+
+@dataclass
+class LayerKind:
+    """One layer of a pattern; what it leaves out comes from the ``position`` and ``span`` groups."""
+
+    position: Optional[str] = None
+    span: Optional[str] = None
+    log_scale: Optional[bool] = None
+
+
+@dataclass
+class PatternConf:
+    name: str = option(MISSING)
+    layers: List[LayerKind] = field(default_factory=lambda: [LayerKind()])
+    window: Optional[int] = option(None, ge=1, doc="window of the pattern's swa layers")
+    chunk: Optional[int] = option(None, ge=1, doc="chunk of the pattern's chunked layers")
+
+
+@dataclass
+class TasksetConf:
+    name: str = option(MISSING)
+    tasks: List[str] = option(MISSING)
+    params: Dict[str, Any] = option({}, doc="per-task overrides: taskset.params.<task>.<key>")
+
+
+@dataclass
+class PosBenchConf:
+    """The whole run config. Position, span and task options are typed by their own classes."""
+
+    model: ModelConf = field(default_factory=ModelConf)
+    position: Any = MISSING
+    span: Any = MISSING
+    pattern: PatternConf = field(default_factory=PatternConf)
+    task: Any = MISSING
+    taskset: Optional[TasksetConf] = None
+    train: TrainConf = field(default_factory=TrainConf)
+    eval: EvalConf = field(default_factory=EvalConf)
+    logger: LoggerConf = field(default_factory=LoggerConf)
+    sweep_name: str = option("dev", doc="results go to <results_dir>/<sweep_name>/")
+    seed: int = option(0, ge=0)
+    results_dir: str = option("results")
+    ckpt_every: int = option(500, ge=0, doc="checkpoint every N steps (0: never)")
+    log_every: int = option(10, ge=1)
+    threads: int = option(1, ge=0, doc="torch threads per run (0: all cores)")
+
+
+GROUPS = {"model": ModelConf, "train": TrainConf, "eval": EvalConf, "logger": LoggerConf,
+          "pattern": PatternConf, "taskset": TasksetConf}
+
+
+def register() -> None:
+    """Put the schema in Hydra's ConfigStore and the ``${posbench.tasks:}`` resolver (every
+    registered task, as ``conf/taskset/all.yaml`` lists them) in OmegaConf (idempotent)."""
+    ConfigStore.instance().store(name="posbench_schema", node=PosBenchConf)
+    OmegaConf.register_new_resolver("posbench.tasks", lambda: sorted(TASKS), replace=True)
+
+
+register()

@@ -1,0 +1,118 @@
+"""The frozen run spec: model, training recipe, tasks, evaluation grid and seed, hashed into the run id.
+
+Each training and evaluation option is declared once, here, on the field that holds it, with its
+default and rules (``suite.options.option``); the Hydra schema's ``train`` and ``eval`` groups are
+derived from these classes (``suite/config/schema.py``), as ``model`` is from ``ModelSpec``
+(``suite/model/spec.py``). The hash leaves out fields at their declared default, so this file is
+part of every run's code digest: a changed default gives every run a new id.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from suite.model.spec import ModelSpec
+from suite.options import option
+from tasks import build_task
+
+PRECISIONS = ("fp32", "bf16")
+LOSS_ON = ("answer", "all")
+
+
+def eval_length(multiple: float, train_len: int) -> int:
+    """The evaluation length at ``multiple`` x the training length, to the nearest token."""
+    return int(round(multiple * train_len))
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    """Defaults are the CPU recipe (``conf/train/cpu.yaml``); ``train=gpu`` overrides what differs."""
+
+    name: str = option(doc="the recipe's name: cpu | gpu")
+    seq_len: int = option(32, ge=8, doc="training length")
+    min_len: Optional[int] = option(4, ge=1, doc="each batch draws its length from [min_len, seq_len]; null: seq_len")
+    steps: int = option(1750, ge=1)
+    batch_size: int = option(32, ge=1)
+    lr: float = option(1.0e-3, gt=0)
+    warmup: int = option(50, ge=0)
+    min_lr_ratio: float = option(0.1, ge=0, le=1, doc="cosine decay ends at lr * min_lr_ratio")
+    weight_decay: float = option(0.1, ge=0)
+    grad_clip: float = option(1.0, gt=0)
+    betas: tuple[float, float] = option((0.9, 0.95), ge=0, lt=1, each=True, length=2)
+    loss_on: str = option("answer", choices=LOSS_ON, doc="answer: loss on the answer spans only; all: every next token")
+    device: str = option("cpu", doc="cpu | cuda | cuda:N")
+    precision: str = option("fp32", choices=PRECISIONS)
+    compile: bool = option(False)
+    fused_optimizer: bool = option(False)
+
+
+@dataclass(frozen=True)
+class EvalSpec:
+    multiples: tuple[float, ...] = option((1.0, 1.25, 1.5, 2.0, 4.0, 8.0), ge=1, each=True,
+                                          doc="evaluate at these multiples of the training length")
+    n_examples: int = option(100, ge=1, doc="per task and length; a share's standard error is at most sqrt(0.25 / n)")
+    batch_size: int = option(20, ge=1)
+    seed: int = option(1234, ge=0)
+    diagnostics: bool = option(False, doc="recency / logit / attention-mass diagnostics at init and after training")
+    diagnostics_every: int = option(0, ge=0, doc="with diagnostics: also every N training steps (0: only init and end)")
+
+    def lengths(self, train_len: int) -> list[int]:
+        """The evaluation lengths, one per multiple, in order."""
+        return [eval_length(x, train_len) for x in self.multiples]
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def build(self):
+        return build_task(self.name, **dict(self.params))
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    model: ModelSpec
+    train: TrainSpec
+    tasks: tuple[TaskSpec, ...]  # trained on as an even mixture, evaluated one by one
+    taskset: str  # the task set's name, or the task's name for a single task
+    eval: EvalSpec
+    seed: int
+    sweep: str = field(default="dev", compare=False)
+    code: str = ""  # digest of the code that computes the numbers (suite.config.codedigest), part of the id
+
+    @property
+    def eval_lengths(self) -> list[int]:
+        return self.eval.lengths(self.train.seq_len)
+
+    def to_dict(self, drop_defaults: bool = False) -> dict:
+        """The spec as plain data; ``drop_defaults`` leaves out fields at their declared default."""
+        def convert(obj):
+            if dataclasses.is_dataclass(obj):
+                return {f.name: convert(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                        if not (drop_defaults and f.default is not dataclasses.MISSING and getattr(obj, f.name) == f.default)}
+            if isinstance(obj, (list, tuple)):
+                return [convert(x) for x in obj]
+            return obj
+
+        d = convert(self)
+        d.pop("sweep", None)
+        return d
+
+    @property
+    def run_id(self) -> str:
+        """Hash of the resolved spec and the code digest. Fields at their declared defaults are
+        left out, so adding an option to the suite does not change the id of runs that do not use it."""
+        return _hash(self.to_dict(drop_defaults=True))
+
+    @property
+    def config_hash(self) -> str:
+        """Hash of everything but the seed: runs with equal config hashes form one leaderboard cell."""
+        return _hash({k: v for k, v in self.to_dict(drop_defaults=True).items() if k != "seed"})
+
+
+def _hash(d: dict) -> str:
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]

@@ -1,0 +1,95 @@
+"""Hydra callback: validate every job of a multirun before the first one trains, and log the
+sweep's wall time.
+
+Hydra composes each job only when it launches it, so a bad value in the fifth job of a sweep would
+surface after four runs of training. This callback expands the sweep the way the basic sweeper
+does, builds every job's spec, and stops the sweep with the offending job's overrides and the
+validation message when any of them is invalid.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from hydra import compose
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
+
+from suite.config.resources import ResourceError, check_device, check_memory, check_results_dir
+from suite.config.build import SpecError, build
+
+log = logging.getLogger("posbench")
+
+
+def sweep_jobs(config: DictConfig) -> list[list[str]]:
+    """Every job's override list, as Hydra's basic sweeper launches them: the sweeper's params,
+    then the command line's overrides (a later value for a key replaces an earlier one), crossed
+    in order with the first key varying slowest."""
+    params = [f"{key}={value}" for key, value in (config.hydra.sweeper.get("params") or {}).items()]
+    choices: dict[str, list[str]] = {}
+    for override in OverridesParser.create().parse_overrides(params + list(config.hydra.overrides.task)):
+        key = override.get_key_element()
+        if not override.is_sweep_override():
+            choices[key] = [f"{key}={override.get_value_element_as_str()}"]
+        elif override.is_discrete_sweep():
+            choices[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
+        else:
+            raise HydraException(f"{key}: the basic sweeper takes a list of values (a,b,c), not a {override.value_type.name}")
+    return [list(job) for job in itertools.product(*choices.values())]
+
+
+def sweep_log_path(results_dir, sweep: str) -> Path:
+    """One JSON line per multirun invocation of a sweep: start, end, wall time, jobs, parallelism."""
+    return Path(results_dir) / sweep / "_sweeps.jsonl"
+
+
+class ValidateSweep(Callback):
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        self._t0, self._started = time.perf_counter(), datetime.now(timezone.utc)
+        jobs = sweep_jobs(config)
+        self._jobs = len(jobs)
+        # Jobs launched on this machine are also checked against its device and memory; a
+        # cluster's nodes check their own when each job starts.
+        here = "slurm" not in str(config.hydra.launcher.get("_target_", "")).lower()
+        sweeps = set()
+        for job in jobs:
+            try:
+                spec = build(compose(config_name=config.hydra.job.config_name, overrides=job))
+                sweeps.add(spec.sweep)
+                if here:
+                    check_memory(spec, device=check_device(spec))
+            except (SpecError, HydraException, OmegaConfBaseException) as err:
+                log.error("bad configuration in sweep job [%s]: %s", " ".join(job), str(err).replace("\n", " "))
+                sys.exit(2)
+            except ResourceError as err:
+                log.error("sweep job [%s] cannot run here: %s", " ".join(job), err)
+                sys.exit(2)
+        try:
+            for sweep in sorted(sweeps):
+                check_results_dir(config.results_dir, sweep)
+        except ResourceError as err:
+            log.error("cannot run here: %s", err)
+            sys.exit(2)
+        log.info("validated %d sweep jobs", len(jobs))
+
+    def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
+        if not hasattr(self, "_t0"):
+            return
+        launcher = config.hydra.launcher
+        record = {"sweep": config.sweep_name, "started": self._started.isoformat(timespec="seconds"),
+                  "ended": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                  "wall_s": round(time.perf_counter() - self._t0, 2), "jobs": self._jobs,
+                  "launcher": str(launcher.get("_target_", "")).rsplit(".", 1)[-1],
+                  "parallel": int(launcher.get("n_jobs") or 1)}
+        path = sweep_log_path(config.results_dir, config.sweep_name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as fh:
+            fh.write(json.dumps(record) + "\n")

@@ -1,0 +1,86 @@
+"""Where a sweep's files live, and how every file is written: atomically.
+
+``results/<sweep>/<run_id>.json`` holds a run's result, ``results/<sweep>/_work/<run_id>/`` its
+checkpoint and scratch files. Every write goes to a temporary file beside the target and is then
+renamed over it, so parallel workers never corrupt each other and a killed run leaves no half
+file. Standard library only: training, evaluation, the store and the reports all write through it.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import tempfile
+from pathlib import Path
+
+
+def sweep_dir(results_dir: str | Path, sweep: str) -> Path:
+    return Path(results_dir) / sweep
+
+
+def result_path(results_dir: str | Path, sweep: str, run_id: str) -> Path:
+    return sweep_dir(results_dir, sweep) / f"{run_id}.json"
+
+
+def work_dir(results_dir: str | Path, sweep: str, run_id: str) -> Path:
+    """Where a run keeps its checkpoint and scratch files (not read by the report)."""
+    return sweep_dir(results_dir, sweep) / "_work" / run_id
+
+
+@contextlib.contextmanager
+def run_lock(results_dir, sweep: str, run_id: str):
+    """Hold an exclusive lock on a run while it trains; yields False when another process holds it.
+
+    The lock is an ``flock`` on ``_work/<run_id>/lock``, so it is released when its holder exits
+    or dies, and two sweeps over the same results folder never train the same run at once.
+    """
+    path = work_dir(results_dir, sweep, run_id) / "lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _jsonable(obj):
+    """numpy scalars and arrays to plain Python for JSON."""
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    raise TypeError(f"{type(obj).__name__} is not JSON serializable")
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write to a temporary file beside ``path``, then rename it over ``path``: a reader sees the
+    old file or the whole new one, and no temporary file survives a failure. The file gets the
+    mode a plain ``open`` would give (0644 under the usual umask), so a shared results folder
+    stays readable by the group."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data.encode() if isinstance(data, str) else data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(path: Path, payload: dict) -> None:
+    """``payload`` as JSON, written by ``write_atomic``."""
+    write_atomic(path, json.dumps(payload, allow_nan=True, default=_jsonable))

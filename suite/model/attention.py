@@ -1,0 +1,184 @@
+"""Causal self-attention with one reference path and two fast paths.
+
+* ``reference``: materializes the pre-softmax logits (scaled q·k + bias, masked entries -inf,
+  plus the scheme's ``logit_term``); tests and diagnostics read them, it is the only path a
+  learned bias trains through on the CPU, and a scheme whose term reads the logits
+  (``needs_logits``, CoPE) runs on it whatever the implementation asked for.
+* ``sdpa``: ``F.scaled_dot_product_attention``; ``is_causal=True`` when there is neither bias
+  nor window, else one cached 4-D float mask ``[1, H, T, T]`` (a 3-D mask drops to the math
+  kernel).
+* ``flex``: FlexAttention (PyTorch 2.5+) with the scheme's ``score_mod`` and a block mask built
+  from the span's ``mask_mod``; the GPU path, selected by ``auto`` only on CUDA.
+
+All paths compute the same function; ``tests/test_attention.py`` holds them to the reference.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from suite.model.init import init_normal_
+from suite.model.position import PositionScheme
+from suite.model.span import Span
+
+
+@dataclass
+class Context:
+    """Per-forward state shared by all layers: positions and masks/biases built once."""
+
+    pos: torch.Tensor  # (T,) token positions
+    impl: str = "auto"
+    want_logits: bool = False
+    logits: list = field(default_factory=list)
+    cache: dict = field(default_factory=dict)
+
+    def cached(self, key, build: Callable):
+        if key not in self.cache:
+            self.cache[key] = build()
+        return self.cache[key]
+
+
+def reference_attention(q, k, v, bias: Optional[torch.Tensor], allowed: torch.Tensor,
+                        logit_term: Optional[Callable] = None):
+    """q, k, v: (B, H, T, D); bias (H, T, T) or None; allowed (T, T) bool; ``logit_term(q,
+    logits)``: a scheme's ``PositionScheme.logit_term``, whose term (or None) is added to the
+    masked logits. Returns (out, logits), the logits with the term."""
+    logits = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])  # (B, H, T, T)
+    if bias is not None:
+        logits = logits + bias.to(logits.dtype)
+    logits = logits.masked_fill(~allowed, float("-inf"))
+    term = None if logit_term is None else logit_term(q, logits)
+    if term is not None:
+        logits = logits + term  # -inf stays -inf outside the span
+    probs = torch.softmax(logits.float(), dim=-1).to(q.dtype)
+    return probs @ v, logits
+
+
+def float_mask(bias: Optional[torch.Tensor], allowed: torch.Tensor, dtype, inplace: bool = False) -> torch.Tensor:
+    """Bias and span folded into one additive 4-D mask, (1, H, T, T) or (1, 1, T, T).
+    ``inplace``: the bias is not needed afterwards and may become the mask."""
+    add = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device) if bias is None else bias.to(dtype)
+    if inplace and add.requires_grad is False:
+        add = add.masked_fill_(~allowed, float("-inf"))
+    else:
+        add = add.masked_fill(~allowed, float("-inf"))
+    return add.unsqueeze(0) if add.dim() == 3 else add[None, None]
+
+
+BLOCK = 128  # queries per block on the blockwise path
+
+
+def blockwise_attention(q, k, v, scheme: PositionScheme, span: Span, pos: torch.Tensor, block: int = BLOCK):
+    """Attention for spans with a bounded reach (sliding window, chunks), one block of queries
+    at a time against only the keys that block can see: O(T * (block + reach)) memory, no T x T
+    tensor. The bias comes from the scheme for each block; a learned bias (T5) keeps its gradient.
+    """
+    T, reach = q.shape[-2], span.reach
+    outs = []
+    for qs in range(0, T, block):
+        qe = min(T, qs + block)
+        ks = max(0, qs - reach + 1)
+        pq, pk = pos[qs:qe], pos[ks:qe]
+        allowed = span.allowed(pq, pk)  # (Bq, Bk)
+        bias = scheme.bias(pq, pk)  # (H, Bq, Bk) or None
+        qb, kb, vb = q[..., qs:qe, :], k[..., ks:qe, :], v[..., ks:qe, :]
+        if bias is not None and bias.requires_grad:
+            outs.append(reference_attention(qb, kb, vb, bias, allowed)[0])
+        else:
+            outs.append(F.scaled_dot_product_attention(qb, kb, vb, attn_mask=float_mask(bias, allowed, q.dtype)))
+    return torch.cat(outs, dim=-2)
+
+
+_COMPILED_FLEX = None
+
+
+def compiled_flex():
+    """``flex_attention`` compiled once per process (FlexAttention's documented use): called
+    uncompiled it materializes the full (B, H, T, T) scores. Its recompile limit is raised to
+    cover every evaluation length and batch size of a run."""
+    global _COMPILED_FLEX
+    if _COMPILED_FLEX is None:
+        from torch.nn.attention.flex_attention import flex_attention
+
+        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+        _COMPILED_FLEX = torch.compile(flex_attention)
+    return _COMPILED_FLEX
+
+
+def flex_attention_path(q, k, v, scheme: PositionScheme, span: Span, ctx: Context):
+    """FlexAttention with the span's block mask and the scheme's score_mod, both built once per
+    forward. Compiled on CUDA (inside a compiled model it is already traced); on the CPU it runs
+    eagerly, which is what the tests hold to the reference."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    T = q.shape[-2]
+    block_mask = ctx.cached(("block_mask", span.name, span.cfg, T),
+                            lambda: create_block_mask(span.mask_mod(), None, None, T, T, device=q.device))
+    score_mod = ctx.cached(("score_mod", id(scheme)), lambda: scheme.score_mod(ctx.pos))
+    attend = compiled_flex() if q.is_cuda and not torch.compiler.is_compiling() else flex_attention
+    return attend(q, k, v, score_mod=score_mod, block_mask=block_mask, kernel_options=scheme.flex_kernel_options)
+
+
+def choose_impl(impl: str, device: torch.device) -> str:
+    if impl == "auto":
+        return "flex" if device.type == "cuda" else "sdpa"
+    return impl
+
+
+class Attention(nn.Module):
+    """Multi-head causal self-attention for one layer: its scheme and span are given per call."""
+
+    def __init__(self, d_model: int, n_heads: int, n_layers: int):
+        super().__init__()
+        self.n_heads = n_heads
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
+        self.out = nn.Linear(d_model, d_model, bias=False)
+        init_normal_(self.qkv.weight)
+        init_normal_(self.out.weight, residual_layers=n_layers)
+
+    def forward(self, x, scheme: PositionScheme, span: Span, ctx: Context):
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, C // self.n_heads).permute(2, 0, 3, 1, 4)  # (B, H, T, D)
+        pos = ctx.pos
+        q, k = scheme.qk(q, k, pos, pos)
+        temp = scheme.temperature(pos)
+        if temp is not None:
+            q = q * temp.to(q.dtype)
+        out = self._attend(q, k, v, scheme, span, ctx)
+        return self.out(out.transpose(1, 2).reshape(B, T, C))
+
+    def _attend(self, q, k, v, scheme, span, ctx):
+        pos = ctx.pos
+        impl = choose_impl(ctx.impl, q.device)
+        if scheme.needs_logits and impl in ("sdpa", "flex"):  # its term reads logits no fused kernel has
+            impl = "reference"
+        if impl == "flex" and not ctx.want_logits:
+            return flex_attention_path(q, k, v, scheme, span, ctx)  # builds no H x T x T bias
+        if impl == "sdpa" and not ctx.want_logits and span.reach is not None and q.shape[-2] > 2 * BLOCK:
+            return blockwise_attention(q, k, v, scheme, span, pos)  # never builds a T x T tensor
+        mask_key = ("mask", id(scheme), span.name, span.cfg, q.dtype)
+        if impl == "sdpa" and not ctx.want_logits and mask_key in ctx.cache:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=ctx.cache[mask_key])
+        bias_key = ("bias", id(scheme))
+        bias = ctx.cached(bias_key, lambda: scheme.bias(pos, pos))  # (H, T, T) or None
+        learned_bias = bias is not None and bias.requires_grad
+        if impl == "reference" or ctx.want_logits or (impl == "sdpa" and learned_bias):
+            allowed = ctx.cached(("allowed", span.name, span.cfg), lambda: span.allowed(pos, pos))
+            out, logits = reference_attention(q, k, v, bias, allowed, scheme.logit_term)
+            if ctx.want_logits:
+                ctx.logits.append(logits.detach())
+            return out
+        if impl == "sdpa":
+            if bias is None and span.is_full:
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            # A fixed bias becomes the mask in place (one H x T x T tensor, not two); a layer
+            # with another span rebuilds the bias it needs.
+            ctx.cache.pop(bias_key)
+            mask = ctx.cached(mask_key, lambda: float_mask(bias, span.allowed(pos, pos), q.dtype, inplace=True))
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        raise ValueError(f"unknown attention implementation {impl!r}; valid: auto, reference, sdpa, flex")

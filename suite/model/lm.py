@@ -1,0 +1,103 @@
+"""A pre-norm decoder-only transformer whose layers each carry a position scheme and a span.
+
+Layout follows Llama (Touvron et al. 2023): RMSNorm before attention and MLP (Zhang & Sennrich
+2019), SwiGLU feed-forward (Shazeer 2020), untied output head. Position schemes are shared
+between the layers that use the same configuration (as T5 shares its bias table); absolute
+schemes act once on the embeddings, relative ones inside every layer's attention.
+The model never reads config: it receives a ``ModelSpec``.
+"""
+from __future__ import annotations
+
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from suite.model.attention import Attention, Context
+from suite.model.init import init_normal_
+from suite.model.position import SCHEMES, Dims, PositionScheme
+from suite.model.span import SPANS
+from suite.model.spec import ModelSpec
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, d_model: int, d_ff: int, n_layers: int):
+        super().__init__()
+        self.gate_up = nn.Linear(d_model, 2 * d_ff, bias=False)
+        self.down = nn.Linear(d_ff, d_model, bias=False)
+        init_normal_(self.gate_up.weight)
+        init_normal_(self.down.weight, residual_layers=n_layers)
+
+    def forward(self, x):
+        gate, up = self.gate_up(x).chunk(2, dim=-1)
+        return self.down(F.silu(gate) * up)
+
+
+class Block(nn.Module):
+    def __init__(self, spec: ModelSpec, scheme_index: int, span):
+        super().__init__()
+        self.scheme_index = scheme_index
+        self.span = span
+        self.attn_norm = RMSNorm(spec.d_model, spec.norm_eps)
+        self.attn = Attention(spec.d_model, spec.n_heads, spec.n_layers)
+        self.mlp_norm = RMSNorm(spec.d_model, spec.norm_eps)
+        self.mlp = SwiGLU(spec.d_model, spec.d_ff, spec.n_layers)
+
+    def forward(self, x, scheme: PositionScheme, ctx: Context):
+        x = x + self.attn(self.attn_norm(x), scheme, self.span, ctx)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class PosBenchLM(nn.Module):
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        self.spec = spec
+        dims = Dims(spec.d_model, spec.n_heads, spec.head_dim, spec.train_len)
+        distinct = list(dict.fromkeys((layer.position, layer.position_cfg) for layer in spec.layers))
+        self.schemes = nn.ModuleList(SCHEMES[name](cfg, dims) for name, cfg in distinct)
+        self.embed = nn.Embedding(spec.vocab_size, spec.d_model)
+        init_normal_(self.embed.weight)  # GPT-2 scale: layer outputs matter from step one
+        self.blocks = nn.ModuleList(
+            Block(spec, distinct.index((layer.position, layer.position_cfg)), SPANS[layer.span](layer.span_cfg))
+            for layer in spec.layers
+        )
+        self.norm = RMSNorm(spec.d_model, spec.norm_eps)
+        self.head = nn.Linear(spec.d_model, spec.vocab_size, bias=False)
+        init_normal_(self.head.weight)
+
+    def max_length(self) -> int | None:
+        """Longest input every scheme can represent (None: unbounded)."""
+        limits = [m for s in self.schemes if (m := s.max_length()) is not None]
+        return min(limits) if limits else None
+
+    def forward(self, tokens: torch.Tensor, ctx: Context | None = None) -> torch.Tensor:
+        """tokens (B, T) -> logits (B, T, vocab)."""
+        T = tokens.shape[1]
+        if ctx is None:
+            ctx = Context(pos=torch.arange(T, device=tokens.device), impl=self.spec.attention)
+        x = self.embed(tokens)  # (B, T, C)
+        for scheme in self.schemes:
+            x = scheme.embed(x, ctx.pos)
+        for block in self.blocks:
+            x = block(x, self.schemes[block.scheme_index], ctx)
+        return self.head(self.norm(x))
+
+    @torch.no_grad()
+    def attention_logits(self, tokens: torch.Tensor) -> list[torch.Tensor]:
+        """Pre-softmax logits per layer, each (B, H, T, T), masked entries -inf."""
+        ctx = Context(pos=torch.arange(tokens.shape[1], device=tokens.device), impl="reference", want_logits=True)
+        self.forward(tokens, ctx)
+        return ctx.logits
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())

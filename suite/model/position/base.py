@@ -1,0 +1,152 @@
+"""The position-scheme interface: four hooks that default to "do nothing".
+
+Absolute schemes act once, on the embeddings (``embed``); rotary schemes transform q and k in
+every layer (``qk``); bias schemes add a (H, Tq, Tk) score bias in every layer (``bias``);
+contextual schemes add a term computed from the logits themselves (``logit_term``, with
+``needs_logits`` set so attention materializes them; CoPE counts gated keys this way).
+Every scheme also takes the optional log-length softmax temperature (``log_scale``).
+
+A scheme owns its checks: the classmethod ``check(cfg, train_len, eval_lens)`` receives a layer's
+config, the training length and every evaluation length, and returns the config the run uses
+(resized to those lengths where the scheme sizes itself by them) or raises ``ValueError`` naming
+the bad value and its valid range. ``suite/config/build.py`` calls it for every layer before anything
+trains and reports the error with the layer's index. The default has no rules; ``learned``
+sizes its table and refuses one shorter than the training length.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, ClassVar, Optional
+
+import torch
+from torch import nn
+
+
+class LengthUnsupported(Exception):
+    """A scheme cannot represent positions this far out (e.g. a learned table that is too short)."""
+
+
+@dataclass(frozen=True)
+class Dims:
+    """What a scheme may know about the model it serves."""
+
+    d_model: int
+    n_heads: int
+    head_dim: int
+    train_len: int
+
+
+@dataclass(frozen=True)
+class PositionConfig:
+    """Options every scheme has.
+
+    ``log_scale``: multiply query ``i``'s logits by ``max(1, log(i + 1) / log(base))`` so the
+    softmax keeps its sharpness past ``base`` tokens (the "scaled softmax" used for NoPE length
+    generalization, Wang et al. 2024, and, in a per-position form, by Llama 4's global layers).
+    ``log_scale_base`` defaults to the training length.
+    """
+
+    log_scale: bool = False
+    log_scale_base: Optional[int] = None
+
+    def __post_init__(self):
+        if self.log_scale_base is not None and self.log_scale_base < 2:
+            raise ValueError(f"log_scale_base={self.log_scale_base}: must be >= 2 (or null for the training length)")
+
+
+def log_length_scale(pos_q: torch.Tensor, base: int) -> torch.Tensor:
+    """Per-query temperature ``max(1, log(i + 1) / log(base))``, shape (Tq, 1)."""
+    scale = torch.log(pos_q.to(torch.float32) + 1.0) / math.log(base)
+    return scale.clamp(min=1.0).unsqueeze(-1)
+
+
+class PositionScheme(nn.Module):
+    """Base class: subclasses set ``name`` and ``Config`` and override the hooks they need."""
+
+    name: ClassVar[str]
+    Config: ClassVar[type] = PositionConfig
+
+    def __init__(self, cfg: PositionConfig, dims: Dims):
+        super().__init__()
+        self.cfg = cfg
+        self.dims = dims
+
+    @classmethod
+    def check(cls, cfg: PositionConfig, train_len: int, eval_lens: tuple[int, ...]) -> PositionConfig:
+        """``cfg`` as a run with these lengths uses it, or ValueError naming the bad value and the
+        valid range. Default: no rules, ``cfg`` unchanged."""
+        return cfg
+
+    def embed(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        return x
+
+    def qk(self, q, k, pos_q, pos_k):
+        return q, k
+
+    def bias(self, pos_q: torch.Tensor, pos_k: torch.Tensor) -> Optional[torch.Tensor]:
+        return None
+
+    # True for a scheme whose ``logit_term`` reads the logits: attention then runs the reference
+    # path (materialized logits) on every implementation, since no fused kernel can supply them
+    needs_logits: ClassVar[bool] = False
+
+    def logit_term(self, q: torch.Tensor, logits: torch.Tensor) -> Optional[torch.Tensor]:
+        """A term added to the pre-softmax logits, or None. ``q`` (B, H, Tq, D) the queries as
+        attended (after ``qk`` and the temperature); ``logits`` (B, H, Tq, Tk) scaled q·k plus
+        the bias, -inf outside the span. Returns (B, H, Tq, Tk), added before the softmax (masked
+        entries stay -inf). Attention passes every key a query row can see, never a block of
+        them; a cached decoding step, which holds all earlier keys, gets the full rows too."""
+        return None
+
+    def score_mod(self, pos: torch.Tensor) -> Optional[Callable]:
+        """FlexAttention score_mod adding this scheme's bias for positions ``pos`` (T,), or None
+        when it has none. Called once per forward; the indices it receives are token indices."""
+        return None
+
+    # FlexAttention ``kernel_options`` for this scheme's score_mod (None: the kernel's defaults)
+    flex_kernel_options: ClassVar[Optional[dict]] = None
+
+    def max_length(self) -> Optional[int]:
+        """Longest sequence the scheme can represent, or None for no limit."""
+        return None
+
+    def temperature(self, pos_q: torch.Tensor) -> Optional[torch.Tensor]:
+        """Per-query logit multiplier (Tq, 1) from ``log_scale``, or None."""
+        if not self.cfg.log_scale:
+            return None
+        return log_length_scale(pos_q, self.cfg.log_scale_base or self.dims.train_len)
+
+    def extra_repr(self) -> str:
+        return f"{self.name}: {self.cfg}"
+
+
+class LearnedBias(PositionScheme):
+    """A scheme whose ``bias`` is learned (T5, KERPLE, FIRE): one FlexAttention ``score_mod`` for all.
+
+    Training (gradients on) indexes the (H, T, T) bias built once per forward, so each pair's
+    gradient lands in its own slot and no atomic adds contend (on an H200, base model, 64 x 1024
+    tokens, T5: 240K tokens/s, against 59K when every pair adds into an (H, T) vector by
+    distance). Without gradients, and wherever H x T x T would outgrow the kernel's 32-bit
+    indexing (12 heads at 16K tokens), the kernel computes the bias itself from the scheme's
+    ``kernel_score_mod``, and no T x T tensor is built.
+    """
+
+    # A score_mod that gathers a dense learned bias needs more shared memory than the default
+    # 128 x 64 tiles leave: compiled on an H200, T5's asked for 245,760 bytes of a 232,448 limit.
+    flex_kernel_options = {"BLOCK_M": 64, "BLOCK_N": 64}
+
+    def score_mod(self, pos: torch.Tensor) -> Callable:
+        T = pos.shape[0]
+        if torch.is_grad_enabled() and self.dims.n_heads * T * T < 2 ** 31:
+            bias = self.bias(pos, pos)  # (H, T, T)
+
+            def dense_bias(score, b, h, q_idx, kv_idx):
+                return score + bias[h, q_idx, kv_idx]
+
+            return dense_bias
+        return self.kernel_score_mod(pos)
+
+    def kernel_score_mod(self, pos: torch.Tensor) -> Callable:
+        """The bias computed inside the kernel from the scheme's parameters, for positions ``pos``."""
+        raise NotImplementedError

@@ -1,0 +1,71 @@
+"""CoPE, contextual position encoding: positions count the keys a query's gates let through.
+
+Golovneva et al. 2024, "Contextual Position Encoding: Learning to Count What's Important"
+(arXiv:2405.18719). Per head, with a_ij the scaled and masked logit of query i and
+key j: gate g_ij = sigmoid(a_ij) (0 outside the span, where a_ij = -inf); position
+p_ij = sum_{t=j..i} g_it, capped at ``npos_max - 1``; the position's vector e[p_ij] is linearly
+interpolated between the table columns e[floor p_ij] and e[ceil p_ij], and q_i . e[p_ij] joins
+the logit before the softmax.
+
+Details follow the authors' code (facebookresearch/RAM, projects/cope/src/cope/context_position.py,
+``ContextPosSelfAttn`` with its defaults): the gates read q·k already divided by sqrt(head_dim);
+q·e[p] is added to the undivided q·k and the sum is divided by sqrt(head_dim) (``--cope-nodiv``,
+off by default, would add it after), so the term added to the scaled logits here is
+q·e[p] / sqrt(head_dim); the table (head_dim x npos) starts at zeros, so an untrained model
+attends as NoPE; positions are clamped to npos - 1; one table serves every head of a layer.
+Two differences: the reference keeps one table per layer, here the layers that use the same
+configuration share one (as every scheme in this suite is shared, and as T5 shares its bias);
+the reference's npos defaults to the block size + 1, here ``npos_max`` is fixed, so a position
+past ``npos_max - 1`` takes the last column and any length runs. With ``log_scale`` the tempered
+queries make both the gates and the term. The term needs the materialized logits, so this
+scheme runs on the reference attention path whatever the implementation asked for.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from suite.model.position.base import PositionConfig, PositionScheme
+
+
+@dataclass(frozen=True)
+class CoPEConfig(PositionConfig):
+    """``npos_max``: columns of the position table; positions run 0 .. npos_max - 1, larger counts
+    are capped there. 64 covers every count at a 32-token training length (at most 32) with room
+    to spare; at 8x evaluation (256 tokens) counts past 63 share the last column."""
+
+    npos_max: int = 64
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.npos_max < 2:
+            raise ValueError(f"cope.npos_max={self.npos_max}: must be >= 2 (positions 0 .. npos_max - 1)")
+
+
+class CoPE(PositionScheme):
+    name = "cope"
+    Config = CoPEConfig
+    needs_logits = True
+
+    def __init__(self, cfg, dims):
+        super().__init__(cfg, dims)
+        self.table = nn.Parameter(torch.zeros(dims.head_dim, cfg.npos_max))  # column n: position n's vector
+
+    def positions(self, logits: torch.Tensor) -> torch.Tensor:
+        """p_ij = sum_{t=j..i} sigmoid(a_it), capped at npos_max - 1, (B, H, Tq, Tk). Keys outside
+        the span have a = -inf, a gate of 0, and add nothing to the count."""
+        gates = torch.sigmoid(logits.float())
+        counts = gates.flip(-1).cumsum(-1).flip(-1)  # sum over keys t >= j; keys after i have gate 0
+        return counts.clamp(max=self.cfg.npos_max - 1)
+
+    def logit_term(self, q, logits):  # q (B, H, Tq, D), logits (B, H, Tq, Tk) -> (B, H, Tq, Tk)
+        p = self.positions(logits)
+        at_columns = (q.float() @ self.table) / math.sqrt(q.shape[-1])  # (B, H, Tq, npos_max): q . e[n]
+        floor = p.floor()
+        low = at_columns.gather(-1, floor.long())
+        high = at_columns.gather(-1, p.ceil().long())
+        frac = p - floor  # the gradient reaches the gates through this weight
+        return (high * frac + low * (1 - frac)).to(logits.dtype)

@@ -1,0 +1,10 @@
+"""NoPE: no position encoding at all; causal masking alone carries order.
+
+Kazemnejad et al. 2023, "The Impact of Positional Encoding on Length Generalization in
+Transformers" (NeurIPS): decoder-only models without position encoding learn position implicitly.
+"""
+from suite.model.position.base import PositionScheme
+
+
+class NoPE(PositionScheme):
+    name = "nope"

@@ -1,0 +1,63 @@
+"""What the model is built from: a frozen ``ModelSpec`` of per-layer ``LayerSpec``s.
+
+The model never reads config; the configuration stage (``suite/config/build.py``) builds this
+spec. The size options are declared here once, with their rules (``suite.options.option``); the
+Hydra schema's ``model`` group is derived from them (``suite/config/schema.py``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from suite.model.position import PositionConfig
+from suite.model.span import SPANS, Span, SpanConfig
+from suite.options import option
+
+ATTENTION_IMPLS = ("auto", "reference", "sdpa", "flex")
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    position: str
+    position_cfg: PositionConfig
+    span: str
+    span_cfg: SpanConfig
+
+    @property
+    def span_kind(self) -> Optional[str]:
+        """What bounds this layer's span ("window", "chunk"), as its class declares (suite/model/span/base.py)."""
+        return SPANS[self.span].kind
+
+    @property
+    def span_size(self) -> Optional[int]:
+        """The span's window or chunk in tokens, from its own config (None for full attention)."""
+        return self._span().size
+
+    @property
+    def span_label(self) -> str:
+        """'w=16', 'c=16', or '' for full attention."""
+        return self._span().label
+
+    def _span(self) -> Span:
+        return SPANS[self.span](self.span_cfg)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Fields made with ``option`` are the ``model`` config group; the rest the build fills in."""
+
+    name: str = option(doc="the size's name: tiny | small | base")
+    n_layers: int = option(ge=1)
+    d_model: int = option(ge=1)
+    n_heads: int = option(ge=1, doc="must divide d_model")
+    d_ff: int = option(ge=1)
+    vocab_size: int
+    train_len: int
+    pattern: str
+    layers: tuple[LayerSpec, ...]
+    attention: str = option("auto", choices=ATTENTION_IMPLS, doc="auto: flex on CUDA, sdpa on the CPU")
+    norm_eps: float = 1e-5
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads

@@ -1,0 +1,63 @@
+"""What names a run and describes it: its readable id, the per-run columns of every result row,
+and the examples its diagnostics read. Shared by ``suite.run`` (which trains and stores runs) and
+``suite.diagnose`` (which inspects them), so neither imports the other."""
+from __future__ import annotations
+
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+from suite.config.compose import CONF_DIR
+from suite.evaluation.evalcache import eval_set
+from suite.model.span import KINDS
+from suite.config.spec import RunSpec
+
+
+@lru_cache(maxsize=1)
+def git_sha() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
+                             cwd=CONF_DIR.parent, timeout=10)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _joined(values) -> str:
+    """Distinct values in order of first appearance, joined by '+': 'rope+nope'."""
+    return "+".join(dict.fromkeys(str(v) for v in values))
+
+
+def span_columns(layers) -> dict:
+    """One column per span kind (suite/model/span/base.py ``KINDS``: ``window``, ``chunk``): the smallest
+    size of that kind over the layers, None when no layer has a span of that kind."""
+    return {kind: min((layer.span_size for layer in layers if layer.span_kind == kind), default=None) for kind in KINDS}
+
+
+def run_columns(spec: RunSpec) -> dict:
+    """The per-run columns of every result row."""
+    m = spec.model
+    return {
+        "run_id": run_id(spec), "sweep": spec.sweep, "spec_hash": spec.run_id, "config_hash": spec.config_hash,
+        "code_digest": spec.code, "git_sha": git_sha(),
+        "seed": spec.seed, "model": m.name, "n_layers": m.n_layers, "d_model": m.d_model, "n_heads": m.n_heads,
+        "pattern": m.pattern, "positions": _joined(layer.position for layer in m.layers),
+        "spans": _joined(layer.span for layer in m.layers), **span_columns(m.layers),
+        "train_len": spec.train.seq_len, "steps": spec.train.steps,
+    }
+
+
+def run_id(spec: RunSpec) -> str:
+    """Readable and unique: '<positions>-<pattern>-<task or task set>-s<seed>-<spec hash>'."""
+    positions = _joined(layer.position for layer in spec.model.layers)
+    return f"{positions}-{spec.model.pattern}-{spec.taskset}-s{spec.seed}-{spec.run_id}"
+
+
+def diagnostic_examples(spec: RunSpec, tasks, results_dir) -> tuple[str, list]:
+    """(task name, examples) the diagnostics read: up to 32 eval examples at the training length,
+    from niah_single when the run has it (its needle gives the attention-mass segments)."""
+    names = [t.name for t, _ in tasks]
+    task_spec, task = tasks[names.index("niah_single")] if "niah_single" in names else tasks[0]
+    examples, _ = eval_set(task_spec.name, dict(task_spec.params), task, spec.train.seq_len, spec.eval.seed,
+                           spec.eval.n_examples, Path(results_dir) / "_evalsets")
+    return task_spec.name, examples[:32]

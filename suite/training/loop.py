@@ -1,0 +1,179 @@
+"""Training: AdamW, linear warmup then cosine decay, gradient clipping, loss on answer spans.
+
+Batches are generated from the task with a generator seeded by (seed, step), so a run resumed
+from a checkpoint sees exactly the batches it would have seen, and the same seed gives the
+same metrics on the CPU. The GPU recipe adds bf16 autocast, ``torch.compile`` and fused AdamW;
+it refuses to start on a machine without CUDA.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from suite.training import distributed
+from suite.training.batch import make_batch
+from suite.training.checkpoint import resume, save_checkpoint
+from suite.training.step import train_step
+from suite.config.spec import RunSpec
+from tasks.base import PAD_ID
+
+
+@dataclass
+class TrainResult:
+    status: str  # ok | diverged
+    steps_done: int
+    final_loss: float
+    wall_s: float
+    resumed_from: int = 0
+    history: list = field(default_factory=list)
+    batch_s: float = 0.0  # of wall_s, the time spent generating batches
+
+
+def lr_at(step: int, spec: RunSpec) -> float:
+    """Multiplier on the peak learning rate: linear warmup, then cosine to ``min_lr_ratio``."""
+    t = spec.train
+    if step < t.warmup:
+        return (step + 1) / t.warmup
+    progress = (step - t.warmup) / max(1, t.steps - t.warmup)
+    return t.min_lr_ratio + (1 - t.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+def resolve_device(spec: RunSpec) -> torch.device:
+    if spec.train.device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(
+            f"train.device={spec.train.device!r} (recipe {spec.train.name!r}) needs a CUDA GPU and none is "
+            "available; use train=cpu on this machine"
+        )
+    return torch.device(spec.train.device)
+
+
+def build_optimizer(model, spec: RunSpec, device: torch.device):
+    t = spec.train
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    fused = t.fused_optimizer and device.type == "cuda"
+    return torch.optim.AdamW(groups, lr=t.lr, betas=t.betas, fused=fused)
+
+
+@dataclass
+class _Setup:
+    """What a run holds between steps: device, optimizer, the step function and this process's rows."""
+
+    device: torch.device
+    optimizer: torch.optim.Optimizer
+    start: int  # first step to run (> 0 when resumed from a checkpoint)
+    step_fn: Callable
+    autocast: torch.autocast
+    rows: slice  # this process's rows of the global batch (all rows without torchrun)
+    n_procs: int
+    params: list
+
+
+def _setup(model, spec: RunSpec, ckpt_path: Optional[Path]) -> _Setup:
+    """Model on its device, the optimizer (restored with the model when a checkpoint exists), DDP
+    under torchrun, ``torch.compile`` and bf16 autocast as the recipe asks."""
+    t = spec.train
+    device = resolve_device(spec)
+    model.to(device).train()
+    rows = distributed.share(t.batch_size)
+    optimizer, start = resume(ckpt_path, model, lambda: build_optimizer(model, spec, device))
+    if device.type == "cuda":
+        torch.set_float32_matmul_precision("high")  # TF32 for what runs outside the bf16 autocast
+    ddp = distributed.wrap(model, device)
+    if t.compile:
+        torch.compiler.reset()  # each run starts with an empty cache: the recompile limit counts per run
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=t.precision == "bf16")
+    return _Setup(device, optimizer, start, torch.compile(ddp) if t.compile else ddp, autocast, rows,
+                  t.batch_size // (rows.stop - rows.start), list(model.parameters()))
+
+
+def _batch(spec: RunSpec, tasks, step: int, run: _Setup):
+    """(tokens, mask, scored, seconds): step ``step``'s batch from a generator seeded by (seed, step),
+    this process's rows of it, the global count of scored tokens, and the time spent generating it."""
+    t = spec.train
+    tb = time.perf_counter()
+    tokens, mask = make_batch(tasks, np.random.default_rng([spec.seed, step]), t.seq_len, t.batch_size, t.min_len)
+    seconds = time.perf_counter() - tb
+    tokens, mask = tokens.to(run.device), mask.to(run.device)
+    if t.loss_on == "all":
+        mask = tokens != PAD_ID
+    scored = mask[:, 1:].sum()  # over the global batch, kept on the device (no host sync)
+    return tokens[run.rows], mask[run.rows], scored, seconds
+
+
+class _Meter:
+    """Progress bar, logged history, tokens seen and batch time of one training run."""
+
+    def __init__(self, spec: RunSpec, start: int, progress: bool, log: Optional[Callable[[dict, int], None]]):
+        self.t0, self.start, self.log = time.perf_counter(), start, log
+        self.bar = tqdm(range(start, spec.train.steps), initial=start, total=spec.train.steps, disable=not progress,
+                        desc=f"train {spec.model.pattern}/{spec.taskset}", leave=False, dynamic_ncols=True)
+        self.loss_value, self.history, self.tokens_seen, self.batch_s = float("nan"), [], 0, 0.0
+
+    def record(self, step: int, out, lr: float) -> None:
+        """Log step ``step``: loss, learning rate, gradient norm and tokens per second so far."""
+        tok_s = self.tokens_seen / max(1e-9, time.perf_counter() - self.t0)
+        self.loss_value = out.loss_value
+        self.bar.set_postfix(loss=f"{self.loss_value:.3f}", tok_s=f"{tok_s:,.0f}")
+        record = {"train/loss": self.loss_value, "train/lr": lr, "train/grad_norm": float(out.grad_norm),
+                  "train/tokens_per_s": tok_s}
+        self.history.append({"step": step, **record})
+        if self.log is not None:
+            self.log(record, step)
+
+    def result(self, status: str, steps_done: int, final_loss: float) -> TrainResult:
+        self.bar.close()
+        return TrainResult(status, steps_done, final_loss, time.perf_counter() - self.t0, self.start,
+                           self.history, self.batch_s)
+
+
+def _set_lr(optimizer, spec: RunSpec, step: int) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = spec.train.lr * lr_at(step, spec)
+
+
+def train(
+    model,
+    spec: RunSpec,
+    tasks,
+    *,
+    ckpt_path: Optional[Path] = None,
+    ckpt_every: int = 0,
+    log: Optional[Callable[[dict, int], None]] = None,
+    log_every: int = 10,
+    progress: bool = True,
+    on_step: Optional[Callable[[int], None]] = None,
+) -> TrainResult:
+    """Train ``model`` on ``tasks`` for ``spec.train.steps`` steps, resuming from ``ckpt_path`` when a
+    checkpoint is there and saving one every ``ckpt_every`` steps; ``log(metrics, step)`` gets every
+    ``log_every``-th step and the last; ``on_step(n)`` is called after each of the n steps done."""
+    t = spec.train
+    run = _setup(model, spec, ckpt_path)
+    meter = _Meter(spec, run.start, progress, log)
+    for step in meter.bar:
+        tokens, mask, scored, seconds = _batch(spec, tasks, step, run)
+        meter.batch_s += seconds
+        _set_lr(run.optimizer, spec, step)
+        logged = step % log_every == 0 or step == t.steps - 1
+        out = train_step(run.step_fn, run.optimizer, run.params, tokens, mask, grad_clip=t.grad_clip,
+                         denominator=scored / run.n_procs, autocast=run.autocast, reduce=distributed.mean,
+                         check=logged or run.device.type == "cpu")  # no host sync on a GPU between log steps
+        if out.stopped:
+            return meter.result("diverged", step, out.loss_value)
+        meter.tokens_seen += tokens.numel() * run.n_procs
+        if logged:
+            meter.record(step, out, run.optimizer.param_groups[0]["lr"])
+        if on_step is not None:
+            on_step(step + 1)
+        if ckpt_path is not None and ckpt_every and (step + 1) % ckpt_every == 0 and step + 1 < t.steps \
+                and distributed.is_main():
+            save_checkpoint(ckpt_path, model, run.optimizer, step + 1)
+    return meter.result("ok", t.steps, meter.loss_value)

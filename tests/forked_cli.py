@@ -1,0 +1,186 @@
+"""Run many ``python -m <module> <args>`` commands as forked children of one process that has
+already imported torch, Hydra and the suite, so each costs a fork instead of a fresh interpreter.
+
+Each child is a real process: its own exit code, its stdout and stderr captured at the file
+descriptors (tracebacks included), Hydra's global state as a new interpreter has it (the parent
+never initializes Hydra), the environment and argv of the command. Only the imports are shared.
+Two ways in: ``run_all(jobs)`` (``python -m tests.forked_cli`` with a JSON list of jobs on stdin,
+printing a JSON list of ``[exit code, stderr + stdout]``) runs a table of commands two at a time;
+``run(argv, ...)`` sends one command to a server (``--serve``) started once per test process and
+returns a ``subprocess.CompletedProcess``, as ``subprocess.run(argv, capture_output=True,
+text=True)`` would.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+MAX_CHILDREN = 2
+
+
+def _preload() -> None:
+    """The imports every command of the suite makes (not the entry modules themselves, which run
+    fresh as ``__main__`` in each child)."""
+    import hydra  # noqa: F401
+    import torch  # noqa: F401
+
+    import suite.config.build  # noqa: F401
+    import suite.config.validate  # noqa: F401
+    import suite.lifecycle  # noqa: F401
+
+
+def _child(job: dict, out_path: str, err_path: str | None = None) -> None:
+    import logging
+    import runpy
+    import traceback
+
+    os.setpgid(0, 0)  # its own process group, so a timeout ends what it started too
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    err = os.open(err_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644) if err_path else out
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    os.chdir(job["cwd"])
+    os.environ.clear()
+    os.environ.update(job["env"])
+    sys.argv = [job["module"], *job["args"]]
+    code = 0
+    try:
+        if job.get("prelude"):
+            exec(compile(job["prelude"], "<prelude>", "exec"), {"__name__": "__prelude__"})
+        runpy.run_module(job["module"], run_name="__main__", alter_sys=True)
+    except SystemExit as exit_:
+        if isinstance(exit_.code, str):
+            print(exit_.code, file=sys.stderr)
+            code = 1
+        else:
+            code = exit_.code or 0
+    except BaseException:  # what the interpreter does with an uncaught exception
+        traceback.print_exc()
+        code = 1
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def run_all(jobs: list[dict]) -> list[tuple[int, str]]:
+    _preload()
+    folder = tempfile.mkdtemp(prefix="forked-cli-")
+    outputs = [os.path.join(folder, f"{i}.out") for i in range(len(jobs))]
+    codes: dict[int, int] = {}
+    running: dict[int, int] = {}  # pid -> job index
+    todo = list(range(len(jobs)))
+    while todo or running:
+        while todo and len(running) < MAX_CHILDREN:
+            i = todo.pop(0)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                _child(jobs[i], outputs[i])
+            running[pid] = i
+        pid, status = os.wait()
+        codes[running.pop(pid)] = os.waitstatus_to_exitcode(status)
+    results = []
+    for i, path in enumerate(outputs):
+        with open(path, errors="replace") as fh:
+            results.append((codes[i], fh.read()))
+        os.unlink(path)
+    os.rmdir(folder)
+    return results
+
+
+def _read(path: str) -> str:
+    with open(path, errors="replace") as fh:
+        text = fh.read()
+    os.unlink(path)
+    return text
+
+
+def serve() -> None:
+    """One job (a JSON line on stdin) at a time, each a forked child; one JSON line back each."""
+    _preload()
+    folder = tempfile.mkdtemp(prefix="forked-cli-")
+    for n, line in enumerate(sys.stdin):
+        job = json.loads(line)
+        out, err = os.path.join(folder, f"{n}.out"), os.path.join(folder, f"{n}.err")
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:
+            _child(job, out, err)
+        deadline = time.monotonic() + job.get("timeout", 600)
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                code = os.waitstatus_to_exitcode(status)
+                break
+            if time.monotonic() > deadline:
+                os.killpg(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                code = -signal.SIGKILL
+                break
+            time.sleep(0.01)
+        print(json.dumps([code, _read(out), _read(err)]), flush=True)
+
+
+class _Server:
+    def __init__(self):
+        root = Path(__file__).resolve().parent.parent
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.forked_cli", "--serve"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, cwd=root)
+        self.lock = threading.Lock()
+        atexit.register(self.close)
+
+    def run(self, job: dict) -> tuple[int, str, str]:
+        with self.lock:
+            self.proc.stdin.write(json.dumps(job) + "\n")
+            self.proc.stdin.flush()
+            reply = self.proc.stdout.readline()
+        if not reply:
+            raise RuntimeError("the forked CLI server died")
+        return tuple(json.loads(reply))
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+
+
+_server: _Server | None = None
+
+
+def run(argv: list[str], cwd=None, env: dict | None = None, timeout: float = 600, prelude: str = "",
+        check: bool = False, capture_output: bool = True, text: bool = True) -> subprocess.CompletedProcess:
+    """``subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout,
+    check=check)`` for ``argv = [sys.executable, "-m", module, *args]``, forked from the warm server."""
+    assert capture_output and text, "output is always captured, as text"
+    global _server
+    if argv[:2] != [sys.executable, "-m"]:
+        raise ValueError(f"not a python -m command: {argv[:3]}")
+    if _server is None or _server.proc.poll() is not None:
+        _server = _Server()
+    job = {"module": argv[2], "args": [str(a) for a in argv[3:]], "cwd": str(cwd or os.getcwd()),
+           "env": dict(env if env is not None else os.environ), "timeout": timeout, "prelude": prelude}
+    code, out, err = _server.run(job)
+    if code == -signal.SIGKILL and timeout:
+        raise subprocess.TimeoutExpired(argv, timeout, out, err)
+    if check and code != 0:
+        raise subprocess.CalledProcessError(code, argv, out, err)
+    return subprocess.CompletedProcess(argv, code, out, err)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--serve"]:
+        serve()
+    else:
+        json.dump(run_all(json.load(sys.stdin)), sys.stdout)
