@@ -3,7 +3,9 @@ task files a run uses, so a change retrains exactly the runs it could change.
 
 Mutation check: in suite/config/codedigest.py numeric_files, dropping ``todo += _imported_files(path, root)``
 makes test_a_piece_changes_only_the_runs_that_use_it fail (copy_repeat imports copy); in
-catalogue, ``if not names`` -> ``if names`` makes test_pieces_are_found_from_the_source fail."""
+catalogue, ``if not names`` -> ``if names`` makes test_pieces_are_found_from_the_source fail;
+generator_files starting from the task's module alone (no imports followed) makes
+test_an_edit_to_a_parent_task_changes_the_eval_set_id_of_every_task_that_inherits_from_it fail."""
 import shutil
 
 import pytest
@@ -29,7 +31,7 @@ def tree(tmp_path):
 
 def _edit(path, text="\n# edited\n"):
     path.write_text(path.read_text() + text)
-    code_digest.cache_clear(), codedigest.catalogue.cache_clear()
+    code_digest.cache_clear(), codedigest.catalogue.cache_clear(), codedigest.generator_digest.cache_clear()
 
 
 def _digest(root, spec):
@@ -87,3 +89,19 @@ def test_a_spec_naming_a_missing_piece_has_no_digest():
     assert spec_digest(spec) is None
     with pytest.raises(ValueError, match=f"no position named 'gone'.*valid: {', '.join(sorted(SCHEMES))}$"):
         numeric_files(position=["gone"])
+
+
+def test_an_edit_to_a_parent_task_changes_the_eval_set_id_of_every_task_that_inherits_from_it(tree):
+    from suite.evaluation.evalsets import eval_set_hash
+
+    def ids(root):
+        return {name: eval_set_hash(name, {}, 32, 0, 10, codedigest.generator_digest(name, root)) for name in TASKS}
+
+    before = ids(tree)
+    assert before == ids(ROOT)  # the copy is the checkout
+    _edit(tree / "tasks" / "copy.py")
+    after = ids(tree)
+    changed = {name for name in TASKS if after[name] != before[name]}
+    assert changed == {"copy", "copy_repeat", "reverse"}  # both import copy's generator
+    _edit(tree / "tasks" / "base.py")  # the vocabulary: every task's examples
+    assert all(ids(tree)[name] != after[name] for name in TASKS)

@@ -18,7 +18,7 @@ from suite.config.compose import CONF_DIR  # noqa: E402
 from suite.evaluation.evalsets import generate  # noqa: E402
 from suite.lmeval import PosBenchEvalLM, include_dir, model_spec_from_dict, resolve_run  # noqa: E402
 from suite.lmeval import tasks as T  # noqa: E402
-from suite.lmeval.__main__ import include_args, main, run_args  # noqa: E402
+from suite.lmeval.__main__ import include_args, main, only_posbench_tasks, ours_only, run_args  # noqa: E402
 from suite.run import execute  # noqa: E402
 from suite.config.build import resolve_tasks  # noqa: E402
 from tasks import TASKS  # noqa: E402
@@ -394,6 +394,19 @@ def test_the_model_is_named_by_pretrained_and_unknown_args_are_named(run_file):
     finally:
         copy.unlink()
         copy.parent.rmdir()
+
+
+def test_posbench_tasks_alone_are_indexed_without_lm_evals_builtin_tasks():
+    assert only_posbench_tasks(["--tasks", "posbench_core"]) and only_posbench_tasks(["--tasks=posbench_copy,posbench_vt"])
+    assert not only_posbench_tasks(["--tasks", "posbench_copy,hellaswag"]) and not only_posbench_tasks(["--limit", "2"])
+    import lm_eval.tasks as lm_tasks
+
+    with ours_only():
+        indexed = lm_tasks.TaskManager(include_path=str(include_dir())).all_tasks
+    assert lm_tasks.TaskManager is TaskManager  # restored
+    assert "posbench_copy" in indexed and "hellaswag" not in indexed
+    sets = [p.stem for p in (CONF_DIR / "taskset").glob("*.yaml")]
+    assert sorted(indexed) == sorted(f"posbench_{name}" for name in [*TASKS, *sets])  # ours, and nothing else
 
 
 def test_entry_point_writes_results_next_to_the_run(run_file):

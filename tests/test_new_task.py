@@ -2,13 +2,16 @@
 the checkout, trains and stores through suite.run, appears in the report, and is an lm-eval task.
 
 Mutation check: in suite/lmeval/yamls.py write, writing YAMLs only for tasks in some task set
-(not every registered task) makes test_a_throwaway_task_is_one_file_and_one_yaml fail.
+(not every registered task) makes test_a_throwaway_task_is_one_file_and_one_yaml fail; scoring it
+with lm-eval end to end is test_a_throwaway_task_is_scored_by_lm_eval (make test-exhaustive).
 """
 import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,31 +44,44 @@ class FirstWord:
 '''
 
 
-def test_a_throwaway_task_is_one_file_and_one_yaml(tmp_path):
-    repo = tmp_path / "repo"
+def _run(repo: Path, *args) -> str:
+    out = subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=repo, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout + out.stderr
+
+
+@pytest.fixture(scope="module")
+def throwaway(tmp_path_factory):
+    """A copy of the checkout with the throwaway task added, and one stored run of it."""
+    tmp = tmp_path_factory.mktemp("new-task")
+    repo = tmp / "repo"
     for part in ("suite", "tasks", "conf"):
         shutil.copytree(ROOT / part, repo / part, ignore=shutil.ignore_patterns("__pycache__"))
     (repo / "tasks" / "first_word.py").write_text(TASK)
     (repo / "conf" / "task" / "first_word.yaml").write_text("name: first_word\nspread: 1\n")
+    results = tmp / "results"
+    _run(repo, "-m", "suite.run", "task=first_word", "train.steps=3", "eval.n_examples=4", "eval.multiples=[1,2]", "logger=none",
+         f"results_dir={results}", "sweep_name=t", f"hydra.run.dir={tmp / 'h'}")
+    return repo, results, next((results / "t").glob("*.json"))
 
-    def run(*args):
-        out = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, cwd=repo, timeout=600)
-        assert out.returncode == 0, out.stderr[-3000:]
-        return out.stdout + out.stderr
 
-    assert "- first_word" in run("suite.run", "taskset=all", "--cfg", "job", "--resolve")  # the all set lists it
-
-    results = tmp_path / "results"
-    run("suite.run", "task=first_word", "train.steps=3", "eval.n_examples=4", "eval.multiples=[1,2]", "logger=none",
-        f"results_dir={results}", "sweep_name=t", f"hydra.run.dir={tmp_path / 'h'}")
-    stored = next((results / "t").glob("*.json"))
+def test_a_throwaway_task_is_one_file_and_one_yaml(throwaway, tmp_path):
+    repo, results, stored = throwaway
     rows = json.loads(stored.read_text())["rows"]
     assert {r["task"] for r in rows} == {"first_word"} and {r["eval_len"] for r in rows} == {32, 64}
 
-    run("suite.report", "t", "--results", str(results), "--out", str(tmp_path / "reports"))
+    _run(repo, "-m", "suite.report", "t", "--results", str(results), "--out", str(tmp_path / "reports"))
     assert "## first_word" in (tmp_path / "reports" / "t" / "index.md").read_text()
 
+    assert "- first_word" in _run(repo, "-m", "suite.run", "taskset=all", "--cfg", "job", "--resolve")  # the all set lists it
+    folder = _run(repo, "-c", "from suite.lmeval.yamls import include_dir; print(include_dir())").split()[-1]
+    assert (Path(folder) / "posbench_first_word.yaml").is_file()  # an lm-eval task, scored below
+
+
+@pytest.mark.exhaustive
+def test_a_throwaway_task_is_scored_by_lm_eval(throwaway, tmp_path):
+    repo, _, stored = throwaway
     out = tmp_path / "lm"
-    run("suite.lmeval", "--run", str(stored), "--tasks", "posbench_first_word", "--limit", "2", "--output_path", str(out))
+    _run(repo, "-m", "suite.lmeval", "--run", str(stored), "--tasks", "posbench_first_word", "--limit", "2", "--output_path", str(out))
     scored = json.loads(next(out.rglob("results_*.json")).read_text())["results"]["posbench_first_word"]
     assert {"exact_match,len=32", "exact_match,len=64"} <= set(scored)

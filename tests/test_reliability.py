@@ -35,7 +35,7 @@ def test_sigkill_mid_run_then_rerun_resumes_and_matches_an_uninterrupted_run(tmp
     spec = make_spec(*args)
     ckpt = store.work_dir(tmp_path / "a", "k", run_id(spec)) / "ckpt.pt"
     proc = subprocess.Popen([sys.executable, "-m", "suite.run", *args, f"results_dir={tmp_path / 'a'}",
-                             f"hydra.run.dir={tmp_path}/h1", "threads=0"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                             f"hydra.run.dir={tmp_path}/h1", "threads=1"], cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     while not ckpt.exists() and time.time() < deadline and proc.poll() is None:
@@ -46,9 +46,9 @@ def test_sigkill_mid_run_then_rerun_resumes_and_matches_an_uninterrupted_run(tmp
     proc.wait()
     step = torch.load(ckpt, weights_only=True)["step"]
     assert 0 < step < 200 and not list((tmp_path / "a" / "k").glob("*.json"))  # killed: no result file
-    resumed = execute(spec, results_dir=tmp_path / "a", progress=False, ckpt_every=10)
+    resumed = execute(spec, results_dir=tmp_path / "a", progress=False, ckpt_every=10, threads=1)  # as the killed run
     assert store.read_run(resumed)["run"]["resumed_from"] >= step
-    straight = execute(spec, results_dir=tmp_path / "b", progress=False, ckpt_every=10)
+    straight = execute(spec, results_dir=tmp_path / "b", progress=False, ckpt_every=10, threads=1)
     assert _values(resumed) == _values(straight)  # bit for bit on the CPU
     assert len(list((tmp_path / "a" / "k").glob("*.json"))) == 1
 
@@ -124,8 +124,9 @@ def test_wandb_log_errors_mid_run_are_not_fatal(tmp_path, monkeypatch):
 
 def test_killed_sweep_skips_finished_runs_resumes_the_interrupted_one_and_matches(tmp_path):
     base = [*[a for a in SMALL if not a.startswith("position=")], "train.steps=120", "ckpt_every=10", "sweep_name=ks"]
-    # one job at a time, so the kill lands in the second run while the first is stored
-    multirun = [sys.executable, "-m", "suite.run", "-m", *base, "position=nope,alibi,t5", "hydra.launcher.n_jobs=1"]
+    # one job after another in the sweep's own process, so the kill lands in the second run while
+    # the first is stored
+    multirun = [sys.executable, "-m", "suite.run", "-m", *base, "position=nope,alibi,t5", "launcher=basic"]
     specs = [make_spec(*base, f"position={p}") for p in ("nope", "alibi", "t5")]
     second_ckpt = store.work_dir(tmp_path / "a", "ks", run_id(specs[1])) / "ckpt.pt"
     proc = subprocess.Popen([*multirun, f"results_dir={tmp_path / 'a'}", f"hydra.sweep.dir={tmp_path}/h1"], cwd=ROOT,

@@ -46,7 +46,7 @@ def test_without_stored_specs_the_hash_tells_configurations_apart():
 def test_runs_that_differ_in_steps_are_separate_rows_and_n_counts_seeds(tmp_path):
     """The issue's command: one sweep, alibi, two step counts, three seeds."""
     args = [sys.executable, "-m", "suite.run", "-m", "position=alibi", "task=niah_single", "train.steps=2,3", "seed=0,1,2",
-            "eval.n_examples=4", "eval.multiples=[1]", "logger=none", f"results_dir={tmp_path}", "sweep_name=mix",
+            "eval.n_examples=4", "eval.multiples=[1]", "logger=none", "launcher=basic", f"results_dir={tmp_path}", "sweep_name=mix",
             f"hydra.sweep.dir={tmp_path}/h"]
     out = forked_cli.run(args, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]

@@ -12,7 +12,8 @@ import pytest
 from tests import forked_cli
 from suite.config.compose import CONF_DIR
 from suite.evaluation.evalcache import eval_set
-from suite.evaluation.evalsets import eval_set_hash, generator_digest
+from suite.config.codedigest import generator_digest
+from suite.evaluation.evalsets import eval_set_hash
 from tasks import TASKS, build_task
 from tasks.base import decode, encode
 from tests.conftest import make_spec
@@ -86,7 +87,7 @@ def test_eval_sets_are_cached_by_hash_and_identical_to_fresh_generation(tmp_path
     assert ha == hb and [x.tokens for x in a] == [x.tokens for x in b] == [x.tokens for x in c]
     assert [x.answer_spans for x in b] == [x.answer_spans for x in c]
     # the hash names the set: the same arguments give it again, and each argument changes it
-    generator = generator_digest(type(task))
+    generator = generator_digest(type(task).name)
     assert eval_set_hash("niah_single", {}, 64, 3, 5, generator) == ha
     for other in [("niah_single", {}, 64, 4, 5), ("niah_single", {}, 128, 3, 5), ("niah_single", {}, 64, 3, 6),
                   ("niah_single", {"n_keys": 2}, 64, 3, 5), ("niah_multikey", {}, 64, 3, 5)]:
@@ -139,6 +140,6 @@ def test_a_changed_generator_gets_a_new_eval_set_hash(tmp_path, monkeypatch):
 
     task = build_task("niah_single")
     _, before = eval_set("niah_single", {}, task, 64, seed=3, n=5, cache_dir=tmp_path)
-    monkeypatch.setattr(evalcache, "generator_digest", lambda cls: "edited")  # the task's source changed
+    monkeypatch.setattr(evalcache, "generator_digest", lambda name: "edited")  # the task's source changed
     _, after = eval_set("niah_single", {}, task, 64, seed=3, n=5, cache_dir=tmp_path)
     assert before != after and len(list(tmp_path.glob("niah_single-64-*.json"))) == 2

@@ -95,18 +95,10 @@ def catalogue(root: Path = ROOT) -> tuple[dict[tuple[str, str], Path], tuple[Pat
     return pieces, tuple(shared)
 
 
-def numeric_files(root: Path = ROOT, **used: Iterable[str]) -> list[Path]:
-    """The files a run's numbers depend on, in a fixed order. ``used``: piece names by kind,
-    ``position=("rope", "nope"), span=("swa",), task=("copy",)``."""
-    pieces, shared = catalogue(root)
-    todo = [root / f for f in CORE] + list(shared)
-    for kind, names in used.items():
-        for name in names:
-            if (kind, name) not in pieces:
-                valid = sorted(n for k, n in pieces if k == kind)
-                raise ValueError(f"no {kind} named {name!r} in {root}; valid: {', '.join(valid)}")
-            todo.append(pieces[(kind, name)])
+def _with_imports(start: list[Path], root: Path) -> list[Path]:
+    """``start`` and every module of the piece packages they import, followed to the end, in path order."""
     files: set[Path] = set()
+    todo = list(start)
     while todo:
         path = todo.pop()
         if path not in files:
@@ -115,14 +107,48 @@ def numeric_files(root: Path = ROOT, **used: Iterable[str]) -> list[Path]:
     return sorted(files, key=lambda f: f.relative_to(root).as_posix())
 
 
+def _piece(pieces: dict, kind: str, name: str, root: Path) -> Path:
+    if (kind, name) not in pieces:
+        valid = sorted(n for k, n in pieces if k == kind)
+        raise ValueError(f"no {kind} named {name!r} in {root}; valid: {', '.join(valid)}")
+    return pieces[(kind, name)]
+
+
+def numeric_files(root: Path = ROOT, **used: Iterable[str]) -> list[Path]:
+    """The files a run's numbers depend on, in a fixed order. ``used``: piece names by kind,
+    ``position=("rope", "nope"), span=("swa",), task=("copy",)``."""
+    pieces, shared = catalogue(root)
+    chosen = [_piece(pieces, kind, name, root) for kind, names in used.items() for name in names]
+    return _with_imports([root / f for f in CORE] + list(shared) + chosen, root)
+
+
+def generator_files(task: str, root: Path = ROOT) -> list[Path]:
+    """The files a task's examples depend on: its module, the task modules it imports (a parent
+    task's included), and the shared files of the tasks package (vocabulary, rendering)."""
+    pieces, shared = catalogue(root)
+    own = [f for f in shared if f.is_relative_to(root / PIECES["task"])]
+    return _with_imports([_piece(pieces, "task", task, root), *own], root)
+
+
+def _digest(files: list[Path], root: Path, digits: int) -> str:
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.relative_to(root).as_posix().encode() + b"\0")
+        h.update(f.read_bytes() + b"\0")
+    return h.hexdigest()[:digits]
+
+
+@lru_cache(maxsize=None)
+def generator_digest(task: str, root: Path = ROOT) -> str:
+    """16 hex digits over ``generator_files``: part of every eval-set id, so an edit to a task, or
+    to a task it inherits from, never lets a cached set of the old examples be read."""
+    return _digest(generator_files(task, root), root, 16)
+
+
 @lru_cache(maxsize=None)
 def code_digest(root: Path = ROOT, position: tuple = (), span: tuple = (), task: tuple = ()) -> str:
     """12 hex digits of SHA-256 over each numeric file's path (relative to ``root``) and bytes."""
-    h = hashlib.sha256()
-    for f in numeric_files(root, position=sorted(set(position)), span=sorted(set(span)), task=sorted(set(task))):
-        h.update(f.relative_to(root).as_posix().encode() + b"\0")
-        h.update(f.read_bytes() + b"\0")
-    return h.hexdigest()[:12]
+    return _digest(numeric_files(root, position=sorted(set(position)), span=sorted(set(span)), task=sorted(set(task))), root, 12)
 
 
 def pieces_of(spec: dict) -> dict[str, tuple[str, ...]]:

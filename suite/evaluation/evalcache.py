@@ -10,7 +10,8 @@ import warnings
 from pathlib import Path
 from typing import Optional
 
-from suite.evaluation.evalsets import eval_set_hash, generate, generator_digest
+from suite.config.codedigest import generator_digest
+from suite.evaluation.evalsets import eval_set_hash, generate
 from suite.files import write_json_atomic
 from tasks.base import Example
 
@@ -46,7 +47,7 @@ def eval_set(task_name: str, params: dict, task, length: int, seed: int, n: int,
     """(examples, hash); read from ``cache_dir`` when cached there and intact, else generated
     (and cached). A cached file that is unreadable, names another set, holds a different number
     of examples or does not match its content hash is reported and regenerated."""
-    digest = eval_set_hash(task_name, params, length, seed, n, generator_digest(type(task)))
+    digest = eval_set_hash(task_name, params, length, seed, n, generator_digest(type(task).name))
     path = Path(cache_dir) / f"{task_name}-{length}-{digest}.json" if cache_dir else None
     if path is not None and path.exists():
         try:

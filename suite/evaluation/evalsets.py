@@ -1,34 +1,21 @@
 """Shared evaluation sets: generated from (task config, length, seed, size) and named by a hash.
 
 Every scheme in a sweep is scored on identical examples, and the set's hash is recorded with
-the results, so two leaderboard cells can be checked to come from the same data. The cache that
-keeps generated sets on disk is ``suite.evaluation.evalcache``.
+the results, so two leaderboard cells can be checked to come from the same data. The hash covers
+the task's code as the run's code digest does (``suite.config.codedigest.generator_digest``: the
+task's module and the task modules it imports). The cache that keeps generated sets on disk is
+``suite.evaluation.evalcache``.
 """
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
-from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 
-import tasks.base as tasks_base
 from tasks.base import Example
 
 FORMAT = 2  # part of the hash: bump when the cached file layout changes
-
-
-@lru_cache(maxsize=None)
-def generator_digest(task_cls: type) -> str:
-    """Hash of the task's source and of the shared vocabulary: editing a generator changes the
-    eval-set hash, so a stale cached set is never read for a changed task."""
-    files = [inspect.getsourcefile(task_cls), inspect.getsourcefile(tasks_base)]
-    h = hashlib.sha256()
-    for f in files:
-        h.update(Path(f).read_bytes())
-    return h.hexdigest()[:16]
 
 
 def eval_set_hash(task_name: str, params: dict, length: int, seed: int, n: int, generator: str = "") -> str:
