@@ -105,6 +105,9 @@ def test_hydra_rejects_a_wrong_type_or_an_unknown_key_while_composing(override, 
     ("logger.mode=sometimes", r"unknown logger.mode 'sometimes'; valid: offline, online, disabled"),
     ("logger.dir=/tmp/wb", r"logger.dir='/tmp/wb': its last folder must be named 'wandb'"),
     ("eval.multiples=[]", r"eval.multiples=\[\]: must have at least one value"),
+    ("train.lr=inf", r"train.lr=inf: must be a finite number"),
+    ("train.grad_clip=nan", r"train.grad_clip=nan: must be a finite number"),
+    ("eval.multiples=[1,inf]", r"eval.multiples\[1\]=inf: must be a finite number"),
 ])
 def test_every_range_is_checked_before_training(override, message):
     with pytest.raises(SpecError, match=message):
