@@ -145,7 +145,8 @@ def config_outcomes(tmp_path_factory, request):
     its own results folder, forked two at a time from one interpreter that imported the suite once
     (``tests/forked_cli.py``). Run once per session: the first test process to get here runs the
     table, the others (pytest-xdist workers) wait for it and read its outcomes."""
-    shared = tmp_path_factory.getbasetemp().parent  # the same folder for every xdist worker
+    root = tmp_path_factory.getbasetemp()  # an xdist worker's is popen-gwN inside the session's folder
+    shared = root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
     base, done = shared / "hostile-config", shared / "hostile-config.json"
     with open(shared / "hostile-config.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
