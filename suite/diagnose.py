@@ -13,7 +13,7 @@ from collections import defaultdict
 import torch
 from hydra.errors import HydraException
 
-from suite.results import store
+from suite import files
 from suite.config.compose import compose_config
 from suite.describe import layer_kind
 from suite.evaluation.diagnostics import SITES, diagnostic_rows
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     model = PosBenchLM(spec.model)
     stage = "init"
     if stored:
-        path = store.work_dir(cfg.results_dir, spec.sweep, run_id(spec)) / "model.pt"
+        path = files.work_dir(cfg.results_dir, spec.sweep, run_id(spec)) / "model.pt"
         if not path.exists():
             print(f"no stored model at {path}: run it first (python -m suite.run {' '.join(overrides)})", file=sys.stderr)
             return 1

@@ -12,6 +12,7 @@ from typing import Optional
 
 import torch
 
+from suite import files
 from suite.training import distributed
 
 from suite.results import store
@@ -50,7 +51,7 @@ class RunLifecycle:
         torch.manual_seed(self.spec.seed)
         self.model = PosBenchLM(self.spec.model)
         self.tasks = [(t, t.build()) for t in self.spec.tasks]
-        self.work = store.work_dir(self.results_dir, self.spec.sweep, self.rid)
+        self.work = files.work_dir(self.results_dir, self.spec.sweep, self.rid)
         self.work.mkdir(parents=True, exist_ok=True)
         wanted = self.spec.eval.diagnostics and self.main_rank
         self.probe = diagnostic_examples(self.spec, self.tasks, self.results_dir) if wanted else None

@@ -16,9 +16,9 @@ import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from suite import files
 from suite.training import distributed
 from suite.config import build as spec_mod
-from suite.results import store
 from suite.config.resources import ResourceError, check_device, check_memory, check_results_dir
 from suite.config.spec import RunSpec
 from suite.config.compose import CONF_DIR
@@ -33,14 +33,14 @@ def execute(spec: RunSpec, *, results_dir="results", logger_cfg: dict | None = N
     """Train, evaluate and store one run; returns its result file (None when another process is
     training it now). Finished runs are skipped."""
     rid = run_id(spec)
-    out = store.result_path(results_dir, spec.sweep, rid)
+    out = files.result_path(results_dir, spec.sweep, rid)
     if distributed.active():
         return _execute_distributed(spec, rid, out, results_dir, logger_cfg, ckpt_every, log_every, threads, progress)
     if out.exists():
         log.info("skip %s: already stored at %s", rid, out)
         return out
     check_memory(spec, device=check_device(spec))  # before anything is written
-    with store.run_lock(results_dir, spec.sweep, rid) as mine:
+    with files.run_lock(results_dir, spec.sweep, rid) as mine:
         if not mine:
             log.info("skip %s: another process is training it", rid)
             return None
@@ -60,7 +60,7 @@ def _execute_distributed(spec, rid, out, results_dir, logger_cfg, ckpt_every, lo
         log.info("skip %s: already stored at %s", rid, out)
         distributed.agree(False)
         return out
-    with store.run_lock(results_dir, spec.sweep, rid) as mine:
+    with files.run_lock(results_dir, spec.sweep, rid) as mine:
         go = mine and not out.exists()
         distributed.agree(go)
         if not go:

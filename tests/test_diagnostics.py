@@ -241,7 +241,6 @@ def test_diagnostic_rows_of_a_model_whose_states_are_its_embeddings():
 
 
 def test_a_run_with_diagnostics_stores_init_and_trained_rows_and_the_report_shows_them(tmp_path):
-    import subprocess
     import sys
     from pathlib import Path
 

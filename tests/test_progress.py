@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from tests import forked_cli
+from suite import files
 from suite.results import store
 from suite.progress import StepLog, calls_per_line, duration, finished_line
 from suite.run import execute, run_id
@@ -82,7 +83,7 @@ def test_off_a_terminal_a_run_logs_a_plain_line_every_log_every_steps(tmp_path, 
     assert [int(m.group(2)) for m in steps] == [1, 6, 11, 12]  # steps 0, 5, 10 and the last one
     assert all(m.group(1) == run_id(spec) and m.group(3) == "12" for m in steps)
     assert steps[0].group(6) == "-" and all(re.fullmatch(r"\d+s", m.group(6)) for m in steps[1:])
-    final = store.read_run(store.result_path(tmp_path, "pl", run_id(spec)))["run"]["final_loss"]
+    final = store.read_run(files.result_path(tmp_path, "pl", run_id(spec)))["run"]["final_loss"]
     assert steps[-1].group(4) == f"{final:.4f}"  # the loss of the last step, as stored
 
 

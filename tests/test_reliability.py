@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from tests import forked_cli
+from suite import files
 from suite.results import store
 from suite.model.lm import PosBenchLM
 from suite.report import tables
@@ -33,7 +34,7 @@ def _values(path):
 def test_sigkill_mid_run_then_rerun_resumes_and_matches_an_uninterrupted_run(tmp_path):
     args = [*SMALL, "train.steps=200", "ckpt_every=10", "sweep_name=k"]
     spec = make_spec(*args)
-    ckpt = store.work_dir(tmp_path / "a", "k", run_id(spec)) / "ckpt.pt"
+    ckpt = files.work_dir(tmp_path / "a", "k", run_id(spec)) / "ckpt.pt"
     proc = subprocess.Popen([sys.executable, "-m", "suite.run", *args, f"results_dir={tmp_path / 'a'}",
                              f"hydra.run.dir={tmp_path}/h1", "threads=1"], cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -128,7 +129,7 @@ def test_killed_sweep_skips_finished_runs_resumes_the_interrupted_one_and_matche
     # the first is stored
     multirun = [sys.executable, "-m", "suite.run", "-m", *base, "position=nope,alibi,t5", "launcher=basic"]
     specs = [make_spec(*base, f"position={p}") for p in ("nope", "alibi", "t5")]
-    second_ckpt = store.work_dir(tmp_path / "a", "ks", run_id(specs[1])) / "ckpt.pt"
+    second_ckpt = files.work_dir(tmp_path / "a", "ks", run_id(specs[1])) / "ckpt.pt"
     proc = subprocess.Popen([*multirun, f"results_dir={tmp_path / 'a'}", f"hydra.sweep.dir={tmp_path}/h1"], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
@@ -137,8 +138,8 @@ def test_killed_sweep_skips_finished_runs_resumes_the_interrupted_one_and_matche
     assert proc.poll() is None, "the sweep ended before it could be killed"
     os.kill(proc.pid, signal.SIGKILL)  # mid-way through the second run
     proc.wait()
-    first = store.result_path(tmp_path / "a", "ks", run_id(specs[0]))
-    assert first.exists() and not store.result_path(tmp_path / "a", "ks", run_id(specs[1])).exists()
+    first = files.result_path(tmp_path / "a", "ks", run_id(specs[0]))
+    assert first.exists() and not files.result_path(tmp_path / "a", "ks", run_id(specs[1])).exists()
     killed_at = torch.load(second_ckpt, weights_only=True)["step"]
     mtime = first.stat().st_mtime_ns
 
@@ -146,17 +147,17 @@ def test_killed_sweep_skips_finished_runs_resumes_the_interrupted_one_and_matche
                            capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-2000:]
     assert first.stat().st_mtime_ns == mtime  # the finished run was skipped, not retrained
-    resumed = store.read_run(store.result_path(tmp_path / "a", "ks", run_id(specs[1])))
+    resumed = store.read_run(files.result_path(tmp_path / "a", "ks", run_id(specs[1])))
     assert resumed["run"]["resumed_from"] == killed_at > 0
-    files = sorted(p.name for p in (tmp_path / "a" / "ks").glob("*.json"))
-    assert files == sorted(f"{run_id(s)}.json" for s in specs)  # exactly one file per run
+    stored = sorted(p.name for p in (tmp_path / "a" / "ks").glob("*.json"))
+    assert stored == sorted(f"{run_id(s)}.json" for s in specs)  # exactly one file per run
 
     clean = forked_cli.run([*multirun, f"results_dir={tmp_path / 'b'}", f"hydra.sweep.dir={tmp_path}/h3"], cwd=ROOT,
                            capture_output=True, text=True, timeout=600)
     assert clean.returncode == 0
     for s in specs:  # identical metrics, bit for bit, to an uninterrupted sweep
-        assert _values(store.result_path(tmp_path / "a", "ks", run_id(s))) == \
-            _values(store.result_path(tmp_path / "b", "ks", run_id(s)))
+        assert _values(files.result_path(tmp_path / "a", "ks", run_id(s))) == \
+            _values(files.result_path(tmp_path / "b", "ks", run_id(s)))
     print(f"killed at step {killed_at} of run 2/3; resumed; metrics equal")
 
 
@@ -182,9 +183,9 @@ def test_a_failure_after_training_keeps_the_trained_model_and_the_rerun_does_not
     monkeypatch.setattr(run_mod, "evaluate", failing)
     with pytest.raises(OSError, match="No space left"):
         execute(spec, results_dir=tmp_path, progress=False)
-    work = store.work_dir(tmp_path, "ev", run_id(spec))
+    work = files.work_dir(tmp_path, "ev", run_id(spec))
     assert (work / "model.pt").exists() and (work / "trained.json").exists()
-    assert not store.result_path(tmp_path, "ev", run_id(spec)).exists() and not list(work.glob("*.tmp"))
+    assert not files.result_path(tmp_path, "ev", run_id(spec)).exists() and not list(work.glob("*.tmp"))
 
     def no_training(*args, **kwargs):
         raise AssertionError("the finished training was trained again")
@@ -194,4 +195,4 @@ def test_a_failure_after_training_keeps_the_trained_model_and_the_rerun_does_not
     path = execute(spec, results_dir=tmp_path, progress=False)
     assert _values(path) == reference  # the stored model scores as the uninterrupted run's did
     assert store.read_run(path)["run"]["final_loss"] == store.read_run(
-        store.result_path(tmp_path / "whole", "ev", run_id(spec)))["run"]["final_loss"]
+        files.result_path(tmp_path / "whole", "ev", run_id(spec)))["run"]["final_loss"]

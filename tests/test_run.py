@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from tests import forked_cli
+from suite import files
 from suite.results import store
 from suite.model.lm import PosBenchLM
 from suite.model.position import SCHEMES
@@ -170,7 +171,7 @@ def test_rank_task_reports_reciprocal_rank_from_candidate_logliks(tmp_path):
 
     spec = make_spec(*QUICK, "task=rank", "position=alibi")
     model = PosBenchLM(spec.model)
-    model.load_state_dict(torch.load(store.work_dir(tmp_path, spec.sweep, path.stem) / "model.pt", weights_only=True))
+    model.load_state_dict(torch.load(files.work_dir(tmp_path, spec.sweep, path.stem) / "model.pt", weights_only=True))
     model.eval()
     for row in rows:
         examples = generate(spec.tasks[0].build(), row["eval_len"], spec.eval.seed, spec.eval.n_examples)
@@ -197,13 +198,13 @@ def test_a_run_locked_by_another_process_is_not_trained_twice(tmp_path):
 
     holder = subprocess.Popen([sys.executable, "-c", (
         "import fcntl, sys, time, pathlib\n"
-        f"p = pathlib.Path({str(store.work_dir(tmp_path, 'lk', run_id(spec)))!r}); p.mkdir(parents=True)\n"
+        f"p = pathlib.Path({str(files.work_dir(tmp_path, 'lk', run_id(spec)))!r}); p.mkdir(parents=True)\n"
         "fh = open(p / 'lock', 'a'); fcntl.flock(fh, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)")],
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
         assert execute(spec, results_dir=tmp_path, progress=False) is None
-        assert not store.result_path(tmp_path, "lk", run_id(spec)).exists()
+        assert not files.result_path(tmp_path, "lk", run_id(spec)).exists()
     finally:
         holder.kill()
         holder.wait()

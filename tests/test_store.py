@@ -9,6 +9,7 @@ import math
 
 import pytest
 
+from suite import files
 from suite.results import store
 from suite.report.__main__ import main as report_main
 
@@ -43,7 +44,7 @@ def test_a_file_with_an_impossible_row_is_named_and_skipped(tmp_path, case):
     payload["rows"].append(bad)
     if case == "no run record":
         payload.pop("run")
-    store.write_json_atomic(path, payload)
+    files.write_json_atomic(path, payload)
     with pytest.warns(UserWarning, match=rf"skipping results file {path}: row (1|-): "):
         df = store.load(tmp_path / "sw")
     assert set(df.run_id) == {"good"}

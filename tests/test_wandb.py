@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 import suite.lifecycle as run_mod
+from suite import files
 from suite.results import store
 from suite.config.compose import compose_config
 from suite.run import execute, run_id
@@ -175,7 +176,7 @@ def test_config_is_the_nested_resolved_spec_with_its_ids(tmp_path, monkeypatch):
                      "+taskset.params.mqar.n_queries=3", "sweep_name=cf")
     execute(spec, results_dir=tmp_path, progress=False, logger_cfg={"name": "wandb", "mode": "offline"})
     config = runs[0].kwargs["config"]
-    stored = store.read_run(store.result_path(tmp_path, "cf", run_id(spec)))["run"]
+    stored = store.read_run(files.result_path(tmp_path, "cf", run_id(spec)))["run"]
     assert config["run_id"] == run_id(spec) and config["spec_hash"] == spec.run_id == stored["spec_hash"]
     assert config["code_digest"] == spec.code and config["config_hash"] == spec.config_hash
     assert config["sweep"] == "cf" and "code" not in config

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.files import result_path, run_lock, sweep_dir, work_dir, write_atomic, write_json_atomic  # noqa: F401
+from suite.files import result_path, write_json_atomic
 
 COLUMNS = [
     "run_id", "sweep", "spec_hash", "config_hash", "code_digest", "git_sha", "seed", "model", "n_layers", "d_model", "n_heads",
