@@ -6,16 +6,30 @@ dropping ``or SCHEMES[layer.position].needs_logits`` (CoPE under FlexAttention c
 import pytest
 import torch
 
+from suite.model.init import shapes_only
 from suite.model.lm import PosBenchLM
+from suite.model.position import SCHEMES
 from suite.config.resources import GIB, ResourceError, check_memory, estimate_bytes, parameter_count
 from tests.conftest import make_spec
 
 CPU = torch.device("cpu")
 
 
-def test_parameter_count_is_the_models():
-    spec = make_spec("position=t5", "model=small")
+@pytest.mark.parametrize("position", sorted(SCHEMES))
+def test_parameter_count_is_the_models(position):
+    spec = make_spec(f"position={position}", "model=small")
     assert parameter_count(spec) == sum(p.numel() for p in PosBenchLM(spec.model).parameters())
+
+
+def test_shapes_only_builds_meta_parameters_and_leaves_real_tensors_alone():
+    real = torch.zeros(3)
+    with shapes_only():
+        layer = torch.nn.Linear(4, 5)
+        torch.nn.init.normal_(layer.weight)
+        real.fill_(1.0)  # an in-place call on a real tensor still runs
+    assert layer.weight.is_meta and layer.weight.shape == (5, 4) and layer.bias.shape == (5,)
+    assert torch.equal(real, torch.ones(3))
+    assert not torch.empty(1).is_meta  # the meta device ends with the block
 
 
 def test_weights_gradients_and_adam_moments_are_sixteen_bytes_a_parameter():

@@ -23,6 +23,7 @@ from suite.training.batch import make_batch
 from suite.config.compose import CONF_DIR, compose_config
 from suite.model.lm import PosBenchLM
 from suite.config.build import build
+from suite.config.resources import parameter_count
 from suite.training.step import train_step
 from suite.bench.timing import bf16_matmul_peak_tflops, time_steps, training_flops
 from suite.training.loop import build_optimizer
@@ -107,8 +108,7 @@ def sweep_plan(sweep: str = "gpu", peak_tflops: float = 989.0, mfu: float = 0.4)
         cfg = compose("config", overrides=[f"+sweep={sweep}"], return_hydra_config=True)
     runs = len(sweep_jobs(cfg))
     spec = build(compose_config([f"+sweep={sweep}"]))
-    with torch.device("meta"):
-        params = sum(p.numel() for p in PosBenchLM(spec.model).parameters())
+    params = parameter_count(spec)
     t = spec.train
     tokens = t.steps * t.batch_size * t.seq_len
     flops = training_flops(params, 1.0) * tokens

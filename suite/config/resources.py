@@ -26,6 +26,7 @@ from typing import Optional
 import torch
 
 from suite.model.attention import BLOCK, choose_impl
+from suite.model.init import shapes_only
 from suite.model.position import SCHEMES, PositionScheme
 from suite.model.position.base import Dims
 from suite.config.spec import RunSpec
@@ -46,7 +47,7 @@ def _bias_kind(spec: RunSpec, layer) -> str:
     if cls.bias is PositionScheme.bias:
         return "none"
     m = spec.model
-    with torch.device("meta"):
+    with shapes_only():
         scheme = cls(layer.position_cfg, Dims(m.d_model, m.n_heads, m.head_dim, m.train_len))
     return "learned" if any(True for _ in scheme.parameters()) else "fixed"
 
@@ -55,7 +56,7 @@ def parameter_count(spec: RunSpec) -> int:
     """Exact, from the model built on the meta device (no memory allocated)."""
     from suite.model.lm import PosBenchLM
 
-    with torch.device("meta"):
+    with shapes_only():
         model = PosBenchLM(spec.model)
     return sum(p.numel() for p in model.parameters())
 

@@ -48,8 +48,8 @@ class Kerple(LearnedBias):
 
     def __init__(self, cfg, dims):
         super().__init__(cfg, dims)
-        self.r1 = nn.Parameter(torch.rand(dims.n_heads) * cfg.r1_init)
-        self.r2 = nn.Parameter(torch.rand(dims.n_heads) * cfg.r2_init)
+        self.r1 = nn.Parameter(torch.empty(dims.n_heads).uniform_(0, cfg.r1_init))
+        self.r2 = nn.Parameter(torch.empty(dims.n_heads).uniform_(0, cfg.r2_init))
 
     def strengths(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(r1, r2), each (H,), as the bias reads them: at least ``floor``."""
