@@ -37,6 +37,30 @@ def _preload() -> None:
     import suite.lifecycle  # noqa: F401
 
 
+_warmed: set[str] = set()
+
+
+def _warm(module: str) -> None:
+    """Import what ``module`` (for a package, its ``__main__``) imports once in the parent, so its
+    children find pandas, matplotlib or scipy already loaded. The entry module itself leaves
+    ``sys.modules`` again: each child runs it fresh as ``__main__``, as ``python -m`` would. A
+    module that fails to import fails in the child, where it is reported."""
+    if module in _warmed:
+        return
+    _warmed.add(module)
+    import importlib
+    import importlib.util
+
+    entry = module
+    try:
+        if importlib.util.find_spec(module).submodule_search_locations is not None:
+            entry = f"{module}.__main__"
+        importlib.import_module(entry)
+    except BaseException:  # noqa: BLE001 - the child runs it again and shows the error
+        pass
+    sys.modules.pop(entry, None)
+
+
 def _child(job: dict, out_path: str, err_path: str | None = None) -> None:
     import logging
     import runpy
@@ -83,6 +107,7 @@ def run_all(jobs: list[dict]) -> list[tuple[int, str]]:
     while todo or running:
         while todo and len(running) < MAX_CHILDREN:
             i = todo.pop(0)
+            _warm(jobs[i]["module"])
             sys.stdout.flush()
             sys.stderr.flush()
             pid = os.fork()
@@ -114,6 +139,7 @@ def serve() -> None:
     for n, line in enumerate(sys.stdin):
         job = json.loads(line)
         out, err = os.path.join(folder, f"{n}.out"), os.path.join(folder, f"{n}.err")
+        _warm(job["module"])
         sys.stdout.flush()
         pid = os.fork()
         if pid == 0:
