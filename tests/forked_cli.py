@@ -1,5 +1,6 @@
-"""Run many ``python -m <module> <args>`` commands as forked children of one process that has
-already imported torch, Hydra and the suite, so each costs a fork instead of a fresh interpreter.
+"""Run many ``python -m <module> <args>`` (or ``python script.py <args>``) commands as forked
+children of one process that has already imported torch, Hydra and the suite, so each costs a
+fork instead of a fresh interpreter.
 
 Each child is a real process: its own exit code, its stdout and stderr captured at the file
 descriptors (tracebacks included), Hydra's global state as a new interpreter has it (the parent
@@ -45,7 +46,7 @@ def _warm(module: str) -> None:
     children find pandas, matplotlib or scipy already loaded. The entry module itself leaves
     ``sys.modules`` again: each child runs it fresh as ``__main__``, as ``python -m`` would. A
     module that fails to import fails in the child, where it is reported."""
-    if module in _warmed:
+    if not module or module in _warmed:
         return
     _warmed.add(module)
     import importlib
@@ -76,12 +77,18 @@ def _child(job: dict, out_path: str, err_path: str | None = None) -> None:
     os.chdir(job["cwd"])
     os.environ.clear()
     os.environ.update(job["env"])
-    sys.argv = [job["module"], *job["args"]]
+    script = job.get("script")
+    sys.argv = [script or job["module"], *job["args"]]
+    if script:  # python path/to/script.py: the script's folder comes first on the path
+        sys.path[0] = os.path.dirname(os.path.abspath(script))
     code = 0
     try:
         if job.get("prelude"):
             exec(compile(job["prelude"], "<prelude>", "exec"), {"__name__": "__prelude__"})
-        runpy.run_module(job["module"], run_name="__main__", alter_sys=True)
+        if script:
+            runpy.run_path(script, run_name="__main__")
+        else:
+            runpy.run_module(job["module"], run_name="__main__", alter_sys=True)
     except SystemExit as exit_:
         if isinstance(exit_.code, str):
             print(exit_.code, file=sys.stderr)
@@ -188,14 +195,19 @@ _server: _Server | None = None
 def run(argv: list[str], cwd=None, env: dict | None = None, timeout: float = 600, prelude: str = "",
         check: bool = False, capture_output: bool = True, text: bool = True) -> subprocess.CompletedProcess:
     """``subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout,
-    check=check)`` for ``argv = [sys.executable, "-m", module, *args]``, forked from the warm server."""
+    check=check)`` for ``argv = [sys.executable, "-m", module, *args]`` or ``[sys.executable,
+    "script.py", *args]``, forked from the warm server."""
     assert capture_output and text, "output is always captured, as text"
     global _server
-    if argv[:2] != [sys.executable, "-m"]:
-        raise ValueError(f"not a python -m command: {argv[:3]}")
+    if argv[:2] == [sys.executable, "-m"]:
+        entry, args = {"module": argv[2]}, argv[3:]
+    elif argv[0] == sys.executable and len(argv) > 1 and str(argv[1]).endswith(".py"):
+        entry, args = {"module": "", "script": str(argv[1])}, argv[2:]
+    else:
+        raise ValueError(f"not a python -m or python script.py command: {argv[:3]}")
     if _server is None or _server.proc.poll() is not None:
         _server = _Server()
-    job = {"module": argv[2], "args": [str(a) for a in argv[3:]], "cwd": str(cwd or os.getcwd()),
+    job = {**entry, "args": [str(a) for a in args], "cwd": str(cwd or os.getcwd()),
            "env": dict(env if env is not None else os.environ), "timeout": timeout, "prelude": prelude}
     code, out, err = _server.run(job)
     if code == -signal.SIGKILL and timeout:

@@ -232,12 +232,12 @@ def test_no_module_of_suite_shadows_the_standard_library():
 
 def test_tab_completion_completes_groups_and_schema_keys():
     root = CONF_DIR.parent
-    install = subprocess.run([sys.executable, "suite/run.py", "-sc", "install=bash"], capture_output=True, text=True, cwd=root)
+    install = forked_cli.run([sys.executable, "suite/run.py", "-sc", "install=bash"], cwd=root)
     assert install.returncode == 0 and "hydra_bash_completion" in install.stdout, install.stderr[-2000:]
 
     def complete(line: str) -> list[str]:
         env = {**os.environ, "COMP_LINE": f"python suite/run.py {line}"}
-        out = subprocess.run([sys.executable, "suite/run.py", "-sc", "query=bash"], capture_output=True, text=True, cwd=root, env=env)
+        out = forked_cli.run([sys.executable, "suite/run.py", "-sc", "query=bash"], cwd=root, env=env)
         assert out.returncode == 0, out.stderr[-2000:]
         return out.stdout.split()
 
