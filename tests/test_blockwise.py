@@ -55,31 +55,34 @@ def test_the_sdpa_path_for_a_window_never_asks_for_a_t_by_t_mask(monkeypatch):
     assert shapes and max(q * k for q, k in shapes) <= BLOCK * (BLOCK + 40)
 
 
-def _peak_growth_mb(span: str, length: int) -> float:
-    """How far one forward raises the resident high-water mark, in a fresh process (the mark is
-    reset just before, so nothing earlier can hide the forward's peak)."""
+def _peak_growth_mb(*probes: tuple[str, int]) -> list[float]:
+    """How far one forward raises the resident high-water mark, for each (span, length), in one
+    fresh process (the mark is reset just before each forward, so nothing earlier, an earlier
+    probe included, can hide that forward's peak)."""
     code = (
         "import torch\n"
         "from suite.bench.perf import peak_rss_mb, reset_peak_rss, rss_mb\n"
         "from tests.conftest import make_spec\n"
         "from suite.model.lm import PosBenchLM\n"
-        f"spec = make_spec('span={span}', *(['span.window=64'] if '{span}' == 'swa' else []), 'position=alibi', "
-        "'model.n_layers=1')\n"
-        "m = PosBenchLM(spec.model).eval()\n"
-        f"tokens = torch.randint(0, 300, (1, {length}))\n"
-        "with torch.no_grad():\n"
-        "    m(tokens[:, :256])\n"
-        "    before = rss_mb(); reset_peak_rss()\n"
-        "    m(tokens)\n"
-        "print(peak_rss_mb() - before)\n"
+        f"for span, length in {list(probes)!r}:\n"
+        "    spec = make_spec(f'span={span}', *(['span.window=64'] if span == 'swa' else []), 'position=alibi',\n"
+        "                     'model.n_layers=1')\n"
+        "    m = PosBenchLM(spec.model).eval()\n"
+        "    tokens = torch.randint(0, 300, (1, length))\n"
+        "    with torch.no_grad():\n"
+        "        m(tokens[:, :256])\n"
+        "        before = rss_mb(); reset_peak_rss()\n"
+        "        m(tokens)\n"
+        "    print(peak_rss_mb() - before)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
-    return float(out.stdout.strip().splitlines()[-1])
+    return [float(line) for line in out.stdout.strip().splitlines()[-len(probes):]]
 
 
 def test_a_16k_sliding_window_forward_stays_far_below_one_t_by_t_tensor():
+    window, full = _peak_growth_mb(("swa", 16384), ("full", 4096))
     # one float32 T x T tensor at T = 16384 is 1024 MiB; the blockwise path needs a few tens
-    assert _peak_growth_mb("swa", 16384) < 256
+    assert window < 256
     # the probe sees a quadratic path: full-attention ALiBi at 4096 tokens holds its 4-head
     # 4096 x 4096 float32 mask (256 MiB)
-    assert _peak_growth_mb("full", 4096) > 256
+    assert full > 256

@@ -50,6 +50,25 @@ def _run(repo: Path, *args) -> str:
     return out.stdout + out.stderr
 
 
+# several ``python -m`` commands, one after another in one interpreter of the copied checkout
+# (each must exit 0); their outputs are separated by a marker line
+SEQUENCE = """
+import json, runpy, sys
+for argv in json.loads(sys.argv[1]):
+    sys.argv = list(argv)
+    try:
+        runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
+    except SystemExit as exit_:
+        if exit_.code:
+            raise
+    print("=== next", flush=True)
+"""
+
+
+def _run_sequence(repo: Path, *commands: list[str]) -> list[str]:
+    return _run(repo, "-c", SEQUENCE, json.dumps([list(map(str, c)) for c in commands])).split("=== next\n")
+
+
 @pytest.fixture(scope="module")
 def throwaway(tmp_path_factory):
     """A copy of the checkout with the throwaway task added, and one stored run of it."""
