@@ -32,6 +32,7 @@ def _preload() -> None:
     fresh as ``__main__`` in each child)."""
     import hydra  # noqa: F401
     import torch  # noqa: F401
+    import torch._dynamo  # noqa: F401 - torch.optim's constructors import it (seconds) in every training run
 
     import suite.config.build  # noqa: F401
     import suite.config.validate  # noqa: F401

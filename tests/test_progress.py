@@ -4,6 +4,7 @@ and one line per finished run (run id, status, wall time, each task's headline s
 
 Mutation check: in suite/progress.py StepLog.eta, steps left total - 1 - step -> total - step makes
 test_step_lines_show_step_loss_speed_and_the_time_left_at_the_measured_pace fail."""
+import json
 import logging
 import os
 import re
@@ -157,6 +158,8 @@ def test_finished_line_reads_the_headline_at_the_training_length_only():
 
 
 def test_a_sweep_off_a_terminal_shows_steps_and_one_line_per_finished_run(tmp_path):
+    # the default launcher, Hydra's joblib one, as `make sweep` runs it: it pickles the task
+    # function into two worker processes
     out = forked_cli.run([sys.executable, "-m", "suite.run", "-m", *QUICK, "log_every=4", "position=nope,alibi",
                           f"results_dir={tmp_path}", "sweep_name=sw", f"hydra.sweep.dir={tmp_path}/h"],
                          capture_output=True, text=True, cwd=ROOT, timeout=600, env={**os.environ})
@@ -167,3 +170,7 @@ def test_a_sweep_off_a_terminal_shows_steps_and_one_line_per_finished_run(tmp_pa
         steps = [int(m.group(2)) for m in STEP_LINE.finditer(text) if m.group(1) == rid]
         assert steps == [1, 5, 9, 12]
         assert len(re.findall(rf"done {re.escape(rid)}: ok in \d+\.\ds \| copy token_accuracy@16 \d\.\d{{4}}", text)) == 1
+    df = store.load(tmp_path / "sw")  # one stored file per scheme
+    assert sorted(df.positions.unique()) == ["alibi", "nope"] and df.run_id.nunique() == 2
+    log = [json.loads(line) for line in (tmp_path / "sw" / "_sweeps.jsonl").read_text().splitlines()]
+    assert len(log) == 1 and log[0]["jobs"] == 2 and log[0]["parallel"] == 2 and log[0]["wall_s"] > 0

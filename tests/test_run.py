@@ -117,15 +117,6 @@ def test_cli_single_run_logs_offline_to_wandb(tmp_path):
     assert len(offline) == 1 and list(offline[0].glob("*.wandb"))
 
 
-def test_cli_multirun_stores_one_file_per_scheme(tmp_path):
-    # joblib pickles the task function into worker processes, as `make sweep` does
-    out = _cli("-m", "launcher=local", *QUICK, "position=nope,rope", f"results_dir={tmp_path}", "sweep_name=multi",
-               f"hydra.sweep.dir={tmp_path}/hydra")
-    assert out.returncode == 0, out.stderr[-2000:]
-    df = store.load(tmp_path / "multi")
-    assert sorted(df.positions.unique()) == ["nope", "rope"] and df.run_id.nunique() == 2
-
-
 def test_cli_bad_scheme_fails_before_training_with_the_valid_names(tmp_path):
     out = _cli("position.name=fourier", f"results_dir={tmp_path}", "logger=none", f"hydra.run.dir={tmp_path}/h")
     assert out.returncode != 0
