@@ -11,8 +11,24 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
+
+
+SWEEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+SWEEP_NAME_MAX = 100  # characters: a folder name, with room for the run files and folders under it
+
+
+def sweep_name_problem(sweep: str) -> str | None:
+    """Why ``sweep`` cannot name a sweep folder, or None: one folder name under the results
+    folder (no path separator, no leading '.' or '_', which mark hidden and internal folders)."""
+    if SWEEP_NAME.fullmatch(sweep) is None:
+        return (f"{sweep!r}: must be letters, digits, '.', '_' or '-', not starting with '.' or '_' "
+                "(it names a folder under results_dir; '_' folders hold checkpoints and eval sets)")
+    if len(sweep) > SWEEP_NAME_MAX:
+        return f"{sweep[:20]!r}... ({len(sweep)} characters): at most {SWEEP_NAME_MAX} (it names a folder)"
+    return None
 
 
 def sweep_dir(results_dir: str | Path, sweep: str) -> Path:

@@ -53,3 +53,12 @@ def fast_or_exhaustive(cases, fast) -> list:
         values = case if isinstance(case, tuple) else (case,)
         out.append(pytest.param(*values, marks=() if case in fast else pytest.mark.exhaustive))
     return out
+
+
+def spec_for(rows: list[dict], **extra) -> dict:
+    """The part of a stored run spec that the store checks rows against (training length, eval
+    multiples, tasks), as a run that produced ``rows`` would have it; ``extra`` adds keys."""
+    train_len = rows[0]["train_len"] if rows else 32
+    multiples = sorted({r["eval_len"] / train_len for r in rows}) or [1.0]
+    tasks = [{"name": t, "params": []} for t in dict.fromkeys(r["task"] for r in rows)]
+    return {"train": {"seq_len": train_len}, "eval": {"multiples": multiples}, "tasks": tasks, **extra}

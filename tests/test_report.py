@@ -11,6 +11,9 @@ import re
 import pandas as pd
 import pytest
 
+from suite.config.codedigest import spec_digest
+from tests.conftest import spec_for
+
 from suite.results import store
 from suite.report import render, tables
 
@@ -67,7 +70,10 @@ def fixture_store(tmp_path):
         rows = [_row(run, c[0], c[1], "copy", c[2], c[3], *(c[4:] or ["ok"])) for c in cells]
         # exact match is not copy's headline metric: only --metric exact_match reads it
         rows.append(_row(run, cells[0][0], cells[0][1], "copy", 32, 0.5, metric="exact_match"))
-        store.write_run(tmp_path, "fx", run, {"run_id": run, "sweep": "fx"}, rows)
+        spec = spec_for(rows, model={"layers": [{"position": cells[0][0], "span": "full"}]})
+        digest = spec_digest(spec)  # computed by this checkout's code
+        rows = [{**r, "code_digest": digest} for r in rows]
+        store.write_run(tmp_path, "fx", run, {"run_id": run, "sweep": "fx", "spec": spec}, rows)
     (tmp_path / "fx" / "junk.json").write_text("{not json")
     return tmp_path
 
@@ -147,7 +153,7 @@ def test_a_chunk_is_labelled_c_and_broken_down_apart_from_windows(tmp_path):
                 _sized("command_a", "command_a", "swa+full", 16, None, 0.4),
                 _sized("rope-chunked", "uniform", "chunked", None, 8, 0.6),
                 _sized("rope-swa", "uniform", "swa", 8, None, 0.8)]:
-        store.write_run(tmp_path, "fx", row["run_id"], {"run_id": row["run_id"], "sweep": "fx"}, [row])
+        store.write_run(tmp_path, "fx", row["run_id"], {"run_id": row["run_id"], "sweep": "fx", "spec": spec_for([row])}, [row])
     df = store.load(tmp_path / "fx")
     labels = sorted(df.apply(tables.scheme_label, axis=1))
     assert labels == ["command_a w=16", "llama4 c=16", "rope chunked c=8", "rope swa w=8"]

@@ -15,6 +15,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
+from tests.conftest import spec_for
+
 from suite.bench import perf as bench
 
 from suite.results import store
@@ -91,7 +93,7 @@ def _diagnostic_store(tmp_path):
             rows.append({**base, "metric": "recency_gap", "slice": f"at={at},layer=0,site=resid_out,far=16"})
             rows += [{**base, "metric": "recency_cos", "slice": f"at={at},layer=0,site=resid_out,lag={lag}"}
                      for lag in (1, 4, 16)]
-        store.write_run(tmp_path, "dg", run, {"run_id": run, "sweep": "dg"}, rows)
+        store.write_run(tmp_path, "dg", run, {"run_id": run, "sweep": "dg", "spec": spec_for(rows)}, rows)
     return store.load(tmp_path / "dg")
 
 

@@ -135,3 +135,24 @@ def test_power_by_hand():
     assert p.loc["copy", "tied_share"] == pytest.approx(1 / 3)
     assert p.loc["rank", "spread"] == 0 and (p.loc["rank", "tied_cells"], p.loc["rank", "cells"]) == (2, 2)
     assert tables.tied_share(tables.power(board)) == pytest.approx(3 / 5)
+
+
+def test_a_loss_ranks_lowest_first_and_its_intervals_are_not_clipped_to_one():
+    # two seeds each, at L = 32 and 2L: low is better. alibi: 5.0, 5.4 (mean 5.2, sd 0.282843);
+    # t(0.975, 1) = 12.706205: half width 12.706205 * 0.282843 / sqrt(2) = 2.541241
+    rows = [_row(f"{s}-{seed}", s, seed, "copy", e, v + (1.0 if e == 64 else 0.0), metric="loss")
+            for s, values in (("alibi", (5.0, 5.4)), ("rope", (2.0, 2.2))) for seed, v in enumerate(values)
+            for e in (32, 64)]
+    df = frame(rows)
+    board = tables.leaderboard(df, "loss")
+    cell = board[(board.scheme == "alibi") & (board.eval_len == 32)].iloc[0]
+    assert cell["mean"] == pytest.approx(5.2) and (cell.ci_low, cell.ci_high) == pytest.approx((2.658759, 7.741241), abs=1e-6)
+    wide = board[(board.scheme == "rope") & (board.eval_len == 32)].iloc[0]  # 2.1 - 1.270620 > 0: not clipped at 0
+    assert (wide.ci_low, wide.ci_high) == pytest.approx((0.829380, 3.370620), abs=1e-6)
+    m = tables.mrr(board)
+    assert list(m.scheme) == ["rope", "alibi"] and list(m.mrr_ood) == [1.0, 0.5] and list(m.mrr_all) == [1.0, 0.5]
+    assert tables.scheme_order(board) == ["rope", "alibi"]
+    assert list(tables.mrr_intervals(df, metric="loss").scheme) == ["rope", "alibi"]
+    # a share still ranks highest first on the same board code
+    shares = tables.leaderboard(frame([{**r, "metric": "token_accuracy", "value": r["value"] / 10} for r in rows]))
+    assert list(tables.mrr(shares).scheme) == ["alibi", "rope"]

@@ -8,6 +8,8 @@ import math
 import pandas as pd
 import pytest
 
+from tests.conftest import spec_for
+
 from suite.results import store
 from suite.report import references, render, tables
 from tests.test_report import _row, frame
@@ -45,7 +47,7 @@ def test_runs_whose_code_changed_are_flagged(tmp_path, capsys):
         scheme, seed = run.split("-")
         digest = "0123456789ab" if stale else spec_digest(_spec(scheme))
         rows = [_row(run, scheme, int(seed), "copy", e, 0.5, digest=digest) for e in (32, 64)]
-        store.write_run(tmp_path / "res", "mx", run, {"run_id": run, "sweep": "mx", "spec": _spec(scheme)}, rows)
+        store.write_run(tmp_path / "res", "mx", run, {"run_id": run, "sweep": "mx", "spec": spec_for(rows, **_spec(scheme))}, rows)
     assert spec_digest(_spec("rope")) != spec_digest(_spec("alibi"))  # each digest covers its own scheme
     assert main(["mx", "--results", str(tmp_path / "res"), "--out", str(tmp_path / "rep")]) == 0
     warning = ("1 of 3 runs were computed by other code than this checkout holds: "

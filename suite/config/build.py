@@ -8,7 +8,6 @@ reported before any training, naming the bad value and the valid choices.
 from __future__ import annotations
 
 import dataclasses
-import re
 from functools import lru_cache
 from typing import Optional
 
@@ -21,6 +20,7 @@ from suite.config import schema
 from suite.config.codedigest import code_digest, pieces_of
 from suite.config.compose import CONF_DIR
 from suite.config.spec import EvalSpec, RunSpec, TaskSpec, TrainSpec, eval_length
+from suite.files import sweep_name_problem
 from suite.model.position import SCHEMES
 from suite.model.span import SPANS
 from suite.model.spec import LayerSpec, ModelSpec
@@ -29,7 +29,6 @@ from suite.registry import build_config, lookup
 from tasks import TASKS, build_task
 from tasks.base import VOCAB_SIZE
 
-SWEEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 class SpecError(ValueError):
@@ -271,9 +270,8 @@ def _check_fit(tasks: tuple[TaskSpec, ...], train_len: int, multiples: tuple[flo
 
 def _sweep_name(cfg: DictConfig) -> str:
     sweep = str(cfg.get("sweep_name", "dev"))
-    _require(SWEEP_NAME.fullmatch(sweep) is not None,
-             f"sweep_name={sweep!r}: must be letters, digits, '.', '_' or '-', not starting with '.' or '_' "
-             "(it names a folder under results_dir; '_' folders hold checkpoints and eval sets)")
+    problem = sweep_name_problem(sweep)
+    _require(problem is None, f"sweep_name={problem}")
     return sweep
 
 

@@ -7,7 +7,9 @@ import sys
 import warnings
 from pathlib import Path
 
+from suite import files
 from suite.results import store
+from suite.results.metrics import METRICS
 from suite.report import render, tables
 
 
@@ -26,6 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--project", default=None, help="W&B project for --wandb (default: the config's logger.project)")
     p.add_argument("--entity", default=None, help="W&B entity for --wandb (default: the config's logger.entity)")
     args = p.parse_args(argv)
+    if (problem := files.sweep_name_problem(args.sweep)) is not None:  # it names a folder under --out too
+        p.exit(2, f"{p.prog}: error: sweep {problem}\n")
     folder = Path(args.results) / args.sweep
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -35,9 +39,11 @@ def main(argv: list[str] | None = None) -> int:
     if df.empty:
         print(f"no results under {folder}", file=sys.stderr)
         return 1
-    if args.metric is not None and args.metric not in set(df.metric):
-        p.exit(2, f"{p.prog}: error: --metric {args.metric!r}: no stored row under {folder} has it; "
-                  f"valid: {', '.join(sorted(set(df.metric)))}\n")
+    ranked = sorted(m for m in set(df.metric) if m in METRICS and METRICS[m].higher_is_better is not None)
+    if args.metric is not None and args.metric not in ranked:
+        why = ("a measurement with no better direction, not a score" if args.metric in METRICS
+               and args.metric in set(df.metric) else f"no stored row under {folder} has it")
+        p.exit(2, f"{p.prog}: error: --metric {args.metric!r}: {why}; valid: {', '.join(ranked)}\n")
     r = render.build(df, args.sweep, args.tie, args.threshold, args.metric)
     if r["warning"]:
         print(f"warning: {r['warning']}", file=sys.stderr)

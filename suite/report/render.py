@@ -114,10 +114,13 @@ def _intro(r: dict) -> str:
             f"names each by the settings in which they differ ('alibi steps=80'; 'code=…' for runs from "
             f"different code). n counts seeds. Cells show the mean over seeds with a 95 % interval [low, high]: "
             f"a Student-t interval over seeds (mean ± t(0.975, n-1) · sd / √n) when two or more seeds have a "
-            f"value; with one seed, a Wilson score interval over that run's examples. Intervals are clipped "
-            f"to [0, 1]. A cell without a score reads '-' where the scheme cannot represent the length "
-            f"(unsupported), else why (diverged). Rows: best mean score first. Effective length: the longest "
-            f"eval length up to which the mean stays at or above {r['threshold']:.2f} ('-': never).")
+            f"value; with one seed, a Wilson score interval over that run's examples where the metric is a "
+            f"share of examples (none otherwise). Intervals are clipped to the metric's range ([0, 1] for a "
+            f"share, [0, inf) for a loss). A cell without a score reads '-' where the scheme cannot represent "
+            f"the length (unsupported), else why (diverged). Rows: best mean score first, lowest first for a "
+            f"metric where lower is better (loss); the MRR ranks the same way. Effective length (metrics "
+            f"where higher is better): the longest eval length up to which the mean stays at or above "
+            f"{r['threshold']:.2f} ('-': never).")
 
 
 def _mrr_text(r: dict) -> str:

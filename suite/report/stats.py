@@ -8,7 +8,8 @@
 * ``percentile_interval``: the percentile bootstrap interval (Efron and Tibshirani 1993, "An
   Introduction to the Bootstrap", §13.3).
 
-Every headline metric is a share in [0, 1], so intervals are clipped to [0, 1].
+Intervals are clipped to the metric's range (``suite.results.metrics``): [0, 1] for a share,
+[0, inf) for a loss; ``bounds`` gives it, [0, 1] by default.
 """
 from __future__ import annotations
 
@@ -20,20 +21,23 @@ from scipy import stats
 LEVEL = 0.95
 
 
-def _clip(x: float) -> float:
-    return min(1.0, max(0.0, x))
+SHARE = (0.0, 1.0)
 
 
-def t_interval(values, level: float = LEVEL) -> tuple[float, float]:
+def _clip(x: float, bounds: tuple[float, float] = SHARE) -> float:
+    return min(bounds[1], max(bounds[0], x))
+
+
+def t_interval(values, level: float = LEVEL, bounds: tuple[float, float] = SHARE) -> tuple[float, float]:
     """(low, high) of mean ± t_{(1+level)/2, n-1} · sd / √n over the non-NaN ``values``, clipped
-    to [0, 1]; NaN for fewer than two values (no spread to estimate)."""
+    to ``bounds``; NaN for fewer than two values (no spread to estimate)."""
     v = np.asarray(values, dtype=float)
     v = v[~np.isnan(v)]
     if len(v) < 2:
         return math.nan, math.nan
     mean, sd = v.mean(), v.std(ddof=1)
     half = stats.t.ppf((1 + level) / 2, len(v) - 1) * sd / math.sqrt(len(v))
-    return _clip(mean - half), _clip(mean + half)
+    return _clip(mean - half, bounds), _clip(mean + half, bounds)
 
 
 def wilson_interval(p: float, n: int, level: float = LEVEL) -> tuple[float, float]:

@@ -27,6 +27,7 @@ from suite.config.codedigest import spec_digest
 from suite.model.span.base import KINDS
 from suite.report import labels, stats
 from suite.evaluation.slices import parse_slice
+from suite.results.metrics import metric as metric_of
 from tasks import TASKS
 
 TIE_RULES = ("min", "average")
@@ -104,12 +105,14 @@ def primary(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
 
 
 def _cell(g: pd.DataFrame) -> pd.Series:
-    """One leaderboard cell from its runs' rows: mean, std, n (seeds with a value), interval, status."""
+    """One leaderboard cell from its runs' rows: mean, std, n (seeds with a value), interval
+    (clipped to the metric's range; Wilson's over examples only for a share), status."""
     v = g.value.dropna()
     n = len(v)
+    declared = metric_of(g.metric.iloc[0])
     if n >= 2:
-        low, high = stats.t_interval(v)
-    elif n == 1:
+        low, high = stats.t_interval(v, bounds=(declared.low, declared.high))
+    elif n == 1 and declared.share:
         low, high = stats.wilson_interval(float(v.iloc[0]), g.loc[v.index, "n"].iloc[0])
     else:
         low = high = math.nan
@@ -150,7 +153,8 @@ def split_boards(df: pd.DataFrame, metric: str | None = None) -> dict[tuple[str,
 
 
 def _arrays(board: pd.DataFrame):
-    """Board as arrays over (scheme, cell): mean scores, presence, out-of-distribution mask."""
+    """Board as arrays over (scheme, cell): mean scores, presence, out-of-distribution mask, and
+    per cell the sign that makes a better score larger (``Metric.sign``: -1 for a loss)."""
     schemes = sorted(board.scheme.unique())
     cells = sorted(set(zip(board.task, board.eval_len)))
     si = {s: i for i, s in enumerate(schemes)}
@@ -158,20 +162,28 @@ def _arrays(board: pd.DataFrame):
     scores = np.full((len(schemes), len(cells)), np.nan)
     present = np.zeros(scores.shape, bool)
     ood = np.zeros(scores.shape, bool)
+    signs = np.ones(len(cells))  # a board without a metric column holds scores where higher is better
     for r in board.itertuples(index=False):
         i, j = si[r.scheme], ci[(r.task, r.eval_len)]
         scores[i, j], present[i, j], ood[i, j] = r.mean, True, r.eval_len > r.train_len
-    return schemes, cells, scores, present, ood
+        if hasattr(r, "metric"):
+            signs[j] = metric_of(r.metric).sign
+    return schemes, cells, scores, present, ood, signs
 
 
-def _mrr(scores: np.ndarray, present: np.ndarray, ood: np.ndarray, tie: str):
+# an empty cell's stand-in score: below every real score (of any metric, signed), above an absent scheme
+_EMPTY_SCORE = -np.finfo(float).max
+
+
+def _mrr(scores: np.ndarray, present: np.ndarray, ood: np.ndarray, tie: str, signs: np.ndarray):
     """Per replicate and scheme, MRR over OOD cells and over all cells.
 
     ``scores``: (R, S, C) cell means (NaN: empty cell, ranks below every scheme with a score);
-    ``present``/``ood``: (S, C). Absent schemes neither take a rank nor count in a mean.
-    Returns two (R, S) arrays, NaN where a scheme has no such cell.
+    ``present``/``ood``: (S, C); ``signs``: (C,), +1 where higher is better, -1 where lower is.
+    Absent schemes neither take a rank nor count in a mean. Returns two (R, S) arrays, NaN where a
+    scheme has no such cell.
     """
-    s = np.where(present, np.nan_to_num(scores, nan=-1.0), -np.inf)
+    s = np.where(present, np.nan_to_num(scores * signs, nan=_EMPTY_SCORE), -np.inf)
     rr = 1.0 / rankdata(-s, method=tie, axis=1)
 
     def mean_over(mask):
@@ -202,8 +214,8 @@ def mrr(board: pd.DataFrame, tie: str = "min") -> pd.DataFrame:
     cells_ood, cells_all``, sorted by OOD MRR.
     """
     _check_tie(tie)
-    schemes, _, scores, present, ood = _arrays(board)
-    m_ood, m_all = _mrr(scores[None], present, ood, tie)
+    schemes, _, scores, present, ood, signs = _arrays(board)
+    m_ood, m_all = _mrr(scores[None], present, ood, tie, signs)
     return _sorted(pd.DataFrame({"scheme": schemes, "mrr_ood": m_ood[0], "mrr_all": m_all[0],
                                  "cells_ood": (present & ood).sum(1), "cells_all": present.sum(1)}))
 
@@ -237,9 +249,9 @@ def mrr_intervals(df: pd.DataFrame, tie: str = "min", metric: str | None = None,
     """
     _check_tie(tie)
     board = leaderboard(df, metric)
-    schemes, cells, _, present, ood = _arrays(board)
+    schemes, cells, _, present, ood, signs = _arrays(board)
     samples = _bootstrap_scores(primary(df, metric), schemes, cells, reps, seed)
-    b_ood, b_all = _mrr(samples, present, ood, tie)
+    b_ood, b_all = _mrr(samples, present, ood, tie, signs)
     out = mrr(board, tie).set_index("scheme").loc[schemes]
     for name, b in (("mrr_ood", b_ood), ("mrr_all", b_all)):
         out[f"{name}_low"], out[f"{name}_high"] = stats.percentile_interval(b)
@@ -305,9 +317,16 @@ def ratio_header(ratio: float) -> str:
 
 
 def scheme_order(board: pd.DataFrame) -> list[str]:
-    """Schemes best first by their mean headline score over the cells shown (an empty cell counts
-    0); schemes with no score at all last; ties by name."""
-    key = board.assign(score=board["mean"].where(board.n > 0, 0.0)).groupby("scheme").agg(
+    """Schemes best first by their mean headline score over the cells shown, signed so that a
+    better score is larger (a loss counts negated); an empty cell counts as its metric's worst
+    value (0 for a share; for an unbounded loss, the worst score shown); schemes with no score at
+    all last; ties by name."""
+    declared = board.metric.map(metric_of) if "metric" in board else pd.Series(metric_of("exact_match"), index=board.index)
+    signed = board["mean"] * declared.map(lambda m: m.sign)
+    floor = declared.map(lambda m: m.sign * (m.low if m.higher_is_better else m.high))
+    shown = signed[board.n > 0].min() if (board.n > 0).any() else 0.0
+    worst = floor.where(np.isfinite(floor), shown)
+    key = board.assign(score=signed.where(board.n > 0, worst)).groupby("scheme").agg(
         score=("score", "mean"), scored=("n", "max"))
     key = key.assign(none=key.scored == 0).reset_index()
     key = key.sort_values(["none", "score", "scheme"], ascending=[True, False, True])
@@ -335,8 +354,11 @@ def pivot(board: pd.DataFrame, task: str) -> pd.DataFrame:
 
 def effective_length(board: pd.DataFrame, threshold: float = 0.8) -> pd.DataFrame:
     """Scheme x task: the longest eval length L such that every eval length up to L scores at least
-    ``threshold`` (0 when even the shortest does not: never); best schemes first."""
+    ``threshold`` (0 when even the shortest does not: never); best schemes first. Only tasks
+    scored by a metric where higher is better have one."""
     rows = []
+    if "metric" in board:
+        board = board[board.metric.map(lambda m: metric_of(m).higher_is_better is True)]
     for (scheme, task), g in board.sort_values("eval_len").groupby(["scheme", "task"]):
         best = 0
         for _, r in g.iterrows():

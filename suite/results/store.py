@@ -8,14 +8,16 @@ The store is the source of truth; W&B only mirrors it.
 from __future__ import annotations
 
 import json
+import math
 import re
+import sys
 import warnings
-from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
 
 from suite.files import result_path, write_json_atomic
+from suite.results.metrics import METRICS
 
 COLUMNS = [
     "run_id", "sweep", "spec_hash", "config_hash", "code_digest", "git_sha", "seed", "model", "n_layers", "d_model", "n_heads",
@@ -24,12 +26,7 @@ COLUMNS = [
 ]
 SCHEMA = "posbench.run/1"
 STATUSES = ("ok", "diverged", "unsupported")
-# metrics whose value is a share or a score in [0, 1]; NaN is stored only for a run that is not ok
-BOUNDED = ("exact_match", "token_accuracy", "string_match_all", "string_match_part", "reciprocal_rank")
-# every other metric a run writes: the loss, the step a run diverged at, and the diagnostics
-# (attn_mass holds shares and, in its ``segment=entropy`` slice, the attention entropy in nats)
-UNBOUNDED = ("loss", "diverged_at_step", "recency_cos", "recency_gap", "logit_profile", "logit_gap", "attn_mass")
-REQUIRED = ("run_id", "task", "eval_len", "slice", "metric", "value", "status")
+REQUIRED = ("run_id", "task", "eval_len", "len_ratio", "slice", "metric", "value", "n", "status")
 # the folders W&B writes a run's files in (its JSON files are not results): offline-run-<time>-<id>, run-<time>-<id>
 WANDB_RUN_FOLDER = re.compile(r"(offline-)?run-\d{8}_\d{6}-.+|latest-run")
 
@@ -43,51 +40,96 @@ def write_run(results_dir, sweep: str, run_id: str, run: dict, rows: list[dict])
 
 
 def read_run(path: str | Path) -> dict:
+    """A run file's payload; a file that is not one (foreign, truncated, nested past what the
+    parser takes) is a ValueError naming it."""
     with open(path) as fh:
-        payload = json.load(fh)
+        try:
+            payload = json.load(fh)
+        except RecursionError:
+            raise ValueError(f"{path} is nested too deeply to be a PosBench run file") from None
     if not isinstance(payload, dict) or payload.get("schema") != SCHEMA or not isinstance(payload.get("rows"), list):
         raise ValueError(f"{path} is not a PosBench run file (schema {SCHEMA})")
     return payload
-
-
-@lru_cache(maxsize=1)
-def bounded_metrics() -> tuple[str, ...]:
-    """``BOUNDED`` plus every task's declared headline metric (a score in [0, 1])."""
-    from tasks import TASKS
-
-    return tuple(dict.fromkeys(BOUNDED + tuple(cls.primary_metric for cls in TASKS.values())))
 
 
 def _is_number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
+def _is_whole(x) -> bool:
+    return _is_number(x) and math.isfinite(x) and x == int(x)
+
+
+# identity columns a row must carry (null in none of them): the report groups and names runs by these
+IDENTITY = ("run_id", "sweep", "config_hash", "spec_hash", "seed", "model", "pattern", "positions", "spans", "train_len")
+
+
 def row_problem(row) -> str | None:
-    """What makes a stored row impossible, or None: a missing key, a value that is not a number,
-    an unknown metric or status, a bounded metric outside [0, 1], NaN in a run that is ok, or an
-    eval length that is not a positive whole number."""
+    """What makes a stored row impossible, or None: a missing key or identity column, a value
+    that is not a number, an unknown metric or status, a value outside its metric's range
+    (``suite.results.metrics``), NaN in a run that is ok, a share counted over no example, an
+    eval length that is not a positive whole number, or a badly typed seed, n or wall time."""
     if not isinstance(row, dict):
         return f"a row is a {type(row).__name__}, not an object"
-    missing = [k for k in REQUIRED if k not in row]
+    missing = [k for k in (*REQUIRED, *IDENTITY) if row.get(k) is None and not (k == "value" and k in row)]
     if missing:
         return f"row without {', '.join(missing)}"
-    metric, value, status = row["metric"], row["value"], row["status"]
-    bounded = bounded_metrics()
+    name, value, status = row["metric"], row["value"], row["status"]
     if status not in STATUSES:
         return f"status {status!r} (valid: {', '.join(STATUSES)})"
-    if metric not in bounded + UNBOUNDED:
-        return f"unknown metric {metric!r} (known: {', '.join(bounded + UNBOUNDED)})"
+    if name not in METRICS:
+        return f"unknown metric {name!r} (known: {', '.join(METRICS)})"
+    declared = METRICS[name]
+    for key in ("seed", "n", "train_len"):
+        if not _is_whole(row.get(key)) or row[key] < 0:
+            return f"{key} {row.get(key)!r} is not a whole number >= 0"
+    if row.get("wall_s") is not None and not _is_number(row["wall_s"]):
+        return f"wall_s {row['wall_s']!r} is not a number"
     if value is None:
         value = float("nan")
     if not _is_number(value):
-        return f"{metric} value {value!r} is not a number"
-    if not _is_number(row["eval_len"]) or row["eval_len"] <= 0 or row["eval_len"] != int(row["eval_len"]):
+        return f"{name} value {value!r} is not a number"
+    if not _is_whole(row["eval_len"]) or row["eval_len"] <= 0:
         return f"eval_len {row['eval_len']!r} is not a positive whole number"
     if value != value:
-        return f"{metric} is NaN in a run that is ok" if status == "ok" and metric in bounded else None
-    if metric in bounded and not 0.0 <= value <= 1.0:
-        return f"{metric} = {value} is outside [0, 1]"
+        return f"{name} is NaN in a run that is ok" if status == "ok" and declared.higher_is_better is not None else None
+    if not declared.contains(value):
+        return f"{name} = {value} is outside {declared.range_label}"
+    if status == "ok" and row["n"] < 1:
+        return f"{name} = {value} over n = {row['n']} examples (a score needs at least one)"
     return None
+
+
+def run_problem(payload: dict) -> str | None:
+    """What makes a run file's rows disagree with its own spec, or None: every row's task is one
+    of the run's tasks, and its eval length is the training length or one of the run's eval
+    lengths (``suite.config.spec.eval_length``), with ``len_ratio`` = eval_len / train_len."""
+    from suite.config.spec import eval_length
+
+    run = payload.get("run")
+    if not isinstance(run, dict):
+        return "no run record"
+    spec = run.get("spec")
+    try:
+        train_len = int(spec["train"]["seq_len"])
+        lengths = {train_len} | {eval_length(float(x), train_len) for x in spec["eval"]["multiples"]}
+        tasks = {t["name"] for t in spec["tasks"]}
+    except (TypeError, KeyError, ValueError, OverflowError):
+        return "no readable run spec (train.seq_len, eval.multiples, tasks)"
+    for i, row in enumerate(payload["rows"]):
+        if row["task"] not in tasks:
+            return f"row {i}: task {row['task']!r} is not one of the run's tasks {sorted(tasks)}"
+        if row["eval_len"] not in lengths or row["train_len"] != train_len:
+            return f"row {i}: eval_len {row['eval_len']} is not one of the run's lengths {sorted(lengths)}"
+        ratio = row.get("len_ratio")
+        if not _is_number(ratio) or abs(ratio - row["eval_len"] / train_len) > 1e-6:
+            return f"row {i}: len_ratio {ratio!r} is not eval_len / train_len = {row['eval_len'] / train_len:g}"
+    return None
+
+
+def _problem(payload: dict) -> str | None:
+    problem = next((f"row {i}: {p}" for i, row in enumerate(payload["rows"]) if (p := row_problem(row))), None)
+    return problem or run_problem(payload)
 
 
 def load(path: str | Path) -> pd.DataFrame:
@@ -95,9 +137,11 @@ def load(path: str | Path) -> pd.DataFrame:
     with a ``spec`` column: its run's stored spec as JSON (the report names configurations by it).
 
     Unreadable, truncated or foreign JSON files, and files holding an impossible row
-    (``row_problem``), are reported by name and skipped; a run id seen twice is counted once.
+    (``row_problem``) or rows their own spec cannot have produced (``run_problem``), are reported
+    by name and skipped. A run id stored twice with the same contents is counted once; stored
+    twice with different contents, every file claiming it is named and none is used.
     """
-    frames, seen = [], set()
+    claims: dict[tuple, list[tuple[Path, dict]]] = {}
     for file in sorted(Path(path).rglob("*.json")):
         parts = file.relative_to(path).parts
         if any(part.startswith("_") for part in parts) or any(WANDB_RUN_FOLDER.fullmatch(part) for part in parts[:-1]):
@@ -107,17 +151,21 @@ def load(path: str | Path) -> pd.DataFrame:
         except (OSError, ValueError) as err:
             warnings.warn(f"skipping unreadable results file {file}: {err}", stacklevel=2)
             continue
-        problem = next(((i, p) for i, row in enumerate(payload["rows"]) if (p := row_problem(row))), None)
-        if problem is None and not isinstance(payload.get("run"), dict):
-            problem = ("-", "no run record")
+        problem = _problem(payload)
         if problem is not None:
-            warnings.warn(f"skipping results file {file}: row {problem[0]}: {problem[1]}", stacklevel=2)
+            warnings.warn(f"skipping results file {file}: {problem}", stacklevel=2)
             continue
-        key = (payload["run"].get("sweep"), payload["run"].get("run_id"))
-        if key in seen:
-            warnings.warn(f"skipping duplicate run {key[1]} in {file}", stacklevel=2)
+        claims.setdefault((payload["run"].get("sweep"), payload["run"].get("run_id")), []).append((file, payload))
+    frames = []
+    for (_, rid), found in claims.items():
+        contents = {json.dumps(payload, sort_keys=True) for _, payload in found}
+        if len(contents) > 1:
+            warnings.warn(f"skipping run {rid}: {len(found)} files claim it with different contents "
+                          f"({', '.join(str(f) for f, _ in found)}); none is used", stacklevel=2)
             continue
-        seen.add(key)
+        for file, _ in found[1:]:
+            warnings.warn(f"skipping duplicate run {rid} in {file} (the same as {found[0][0]})", stacklevel=2)
+        payload = found[0][1]
         spec = payload["run"].get("spec")
         frames.append(pd.DataFrame(payload["rows"], columns=COLUMNS)
                       .assign(spec=json.dumps(spec, sort_keys=True) if isinstance(spec, dict) else None))
@@ -134,13 +182,26 @@ def summary(df: pd.DataFrame, metric: str = "exact_match") -> pd.DataFrame:
                          aggfunc="mean", dropna=False)
 
 
-if __name__ == "__main__":
-    import sys
+def main(argv: list[str] | None = None) -> int:
+    """``python -m suite.results.store [folder]``: exact match by scheme and eval length; exits 1
+    when the folder holds no results."""
+    import argparse
 
-    folder = sys.argv[1] if len(sys.argv) > 1 else "results"
+    parser = argparse.ArgumentParser(prog="python -m suite.results.store",
+                                     description="Print exact match by scheme and eval length for a results folder.")
+    parser.add_argument("folder", nargs="?", default="results", help="a sweep folder or a whole results folder")
+    folder = parser.parse_args(argv).folder
+    if not Path(folder).is_dir():
+        print(f"no results folder {folder}", file=sys.stderr)
+        return 1
     frame = load(folder)
     if frame.empty:
-        print(f"no results under {folder}")
-    else:
-        print(f"exact match by eval length ({frame.run_id.nunique()} runs in {folder}):")
-        print(summary(frame).round(3).to_string())
+        print(f"no results under {folder}", file=sys.stderr)
+        return 1
+    print(f"exact match by eval length ({frame.run_id.nunique()} runs in {folder}):")
+    print(summary(frame).round(3).to_string())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""Every metric a run stores, declared once: its range, whether it is a share of examples, and
+which way is better.
+
+The store refuses a value outside its metric's range; the report ranks by the direction (loss
+lowest first), clips an interval to the range (a share's to [0, 1], a loss's to [0, inf)) and
+uses the Wilson interval of a proportion only for a share. Diagnostics are measurements, not
+scores: they have a range and no direction, and no board ranks them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    low: float
+    high: float
+    higher_is_better: Optional[bool]  # None: a measurement that is not ranked
+    share: bool = False  # a proportion of examples (the Wilson interval applies with one seed)
+    doc: str = ""
+
+    def contains(self, value: float) -> bool:
+        """Whether ``value`` lies in the metric's range; an unbounded end is open (inf is outside)."""
+        return math.isfinite(value) and self.low <= value <= self.high
+
+    @property
+    def sign(self) -> float:
+        """+1 when higher is better, -1 when lower is: ``sign * value`` is larger for the better score."""
+        if self.higher_is_better is None:
+            raise ValueError(f"metric {self.name!r} is a measurement with no better direction; it is not ranked")
+        return 1.0 if self.higher_is_better else -1.0
+
+    @property
+    def range_label(self) -> str:
+        def end(x):
+            return "inf" if math.isinf(x) else f"{x:g}"
+        return f"[{end(self.low)}, {end(self.high)}]"
+
+
+INF = math.inf
+METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("exact_match", 0.0, 1.0, True, share=True, doc="share of answers reproduced exactly"),
+    Metric("token_accuracy", 0.0, 1.0, True, share=True, doc="share of answer tokens predicted"),
+    Metric("string_match_all", 0.0, 1.0, True, share=True, doc="RULER: share of examples with every answer"),
+    Metric("string_match_part", 0.0, 1.0, True, doc="RULER: mean share of an example's answers found"),
+    Metric("reciprocal_rank", 0.0, 1.0, True, doc="mean of 1 / rank of the right candidate"),
+    Metric("loss", 0.0, INF, False, doc="cross-entropy on the answer tokens, in nats"),
+    Metric("diverged_at_step", 0.0, INF, None, doc="the step at which the loss stopped being finite"),
+    Metric("recency_cos", -1.0, 1.0, None, doc="cosine of hidden states against lag"),
+    Metric("recency_gap", -2.0, 2.0, None, doc="difference of two recency cosines"),
+    Metric("logit_profile", -INF, INF, None, doc="mean attention logit at a distance"),
+    Metric("logit_gap", -INF, INF, None, doc="difference of two mean logits"),
+    Metric("attn_mass", 0.0, INF, None, doc="attention shares by segment (and the entropy in nats)"),
+)}
+
+
+def metric(name: str) -> Metric:
+    """The declaration of ``name``; an unknown metric is an error that lists the known ones."""
+    try:
+        return METRICS[name]
+    except KeyError:
+        raise ValueError(f"unknown metric {name!r}; known: {', '.join(METRICS)}") from None
