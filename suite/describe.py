@@ -15,7 +15,9 @@ from hydra.errors import HydraException
 
 from suite.config.compose import compose_config
 from suite.model.span import KINDS
-from suite.config.build import SpecError, build
+from suite.config.build import SpecError
+from suite.config.preflight import preflight
+from suite.config.resources import ResourceError
 
 
 def layer_kind(layer) -> str:
@@ -37,9 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     as_json = "--json" in argv
     overrides = [a for a in argv if a != "--json"]
     try:
-        spec = build(compose_config(overrides))
+        spec, _ = preflight(compose_config(overrides), here=False)  # a config for another machine describes too
     except (SpecError, HydraException) as err:
         print(f"bad configuration: {err}", file=sys.stderr)
+        return 2
+    except ResourceError as err:
+        print(f"cannot check here: {err}", file=sys.stderr)
         return 2
     rows = layer_table(spec)
     if as_json:

@@ -20,7 +20,9 @@ from suite.evaluation.diagnostics import SITES, diagnostic_rows
 from suite.model.lm import PosBenchLM
 from suite.results.identity import diagnostic_examples, run_id
 from suite.evaluation.slices import parse_slice
-from suite.config.build import SpecError, build
+from suite.config.build import SpecError
+from suite.config.preflight import preflight
+from suite.config.resources import ResourceError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,9 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     overrides = [a for a in argv if a != "--stored"]
     try:
         cfg = compose_config(overrides)
-        spec = build(cfg)
+        spec, _ = preflight(cfg, here=False)  # it runs on the CPU whatever the run's device
     except (SpecError, HydraException) as err:
         print(f"bad configuration: {err}", file=sys.stderr)
+        return 2
+    except ResourceError as err:
+        print(f"cannot run here: {err}", file=sys.stderr)
         return 2
     torch.manual_seed(spec.seed)
     model = PosBenchLM(spec.model)

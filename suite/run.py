@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from suite import files
 from suite.training import distributed
 from suite.config import build as spec_mod
+from suite.config.preflight import preflight
 from suite.config.resources import ResourceError, check_device, check_memory, check_results_dir
 from suite.config.spec import RunSpec
 from suite.config.compose import CONF_DIR
@@ -101,8 +102,7 @@ def _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     try:
-        spec = spec_mod.build(cfg)
-        device = check_device(spec)
+        spec, device = preflight(cfg)
         check_results_dir(cfg.results_dir, spec.sweep)
     except spec_mod.SpecError as err:
         log.error("bad configuration: %s", err)

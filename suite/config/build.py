@@ -224,9 +224,25 @@ def _check_device(device: str) -> None:
         raise SpecError(f"unknown train.device {device!r}; valid: cpu, cuda, cuda:N (a GPU index), mps") from None
 
 
+def _unknown_keys(cfg: DictConfig) -> list[str]:
+    """Keys the schema does not declare, at the top and in every group it types (a key added with
+    ``+`` passes Hydra's composition, and a typo such as ``+train.stpes=5`` would otherwise be
+    dropped without a word)."""
+    errors = []
+    for prefix, node, cls in [("", cfg, schema.PosBenchConf),
+                              *((f"{g}.", cfg.get(g), c) for g, c in schema.GROUPS.items())]:
+        if not isinstance(node, DictConfig):
+            continue
+        valid = [f.name for f in dataclasses.fields(cls)]
+        errors += [f"{prefix}{key}: unknown key; valid: {', '.join(prefix + v for v in valid)}"
+                   for key in node.keys() if key not in valid]
+    return errors
+
+
 def _schema_errors(cfg: DictConfig) -> list[str]:
-    """Every range, choice and value rule of the schema that ``cfg`` breaks, by full key."""
-    errors = schema.range_errors(_plain(cfg), schema.PosBenchConf, "")
+    """Every unknown key and every range, choice and value rule of the schema that ``cfg``
+    breaks, by full key."""
+    errors = _unknown_keys(cfg) + schema.range_errors(_plain(cfg), schema.PosBenchConf, "")
     for group, cls in schema.GROUPS.items():
         if cfg.get(group) is not None:
             errors += schema.range_errors(_plain(cfg[group]), cls, group)
@@ -257,8 +273,20 @@ def _checked_layers(cfg: DictConfig, n_layers: int, train_len: int, eval_lens: t
     return tuple(layers)
 
 
-def _check_fit(tasks: tuple[TaskSpec, ...], train_len: int, multiples: tuple[float, ...]) -> None:
-    """Every task can fill the training length and every eval length."""
+def _check_lengths(train_len: int, multiples: tuple[float, ...]) -> None:
+    """Distinct eval multiples that give distinct eval lengths (a repeated length would store every
+    row twice and count one run as two seeds)."""
+    lengths: dict[int, float] = {}
+    for x in multiples:
+        n = eval_length(x, train_len)
+        _require(n not in lengths, f"eval.multiples={list(multiples)}: {lengths.get(n, x):g} and {x:g} x "
+                                   f"train.seq_len={train_len} both give the eval length {n}; list each length once")
+        lengths[n] = x
+
+
+def check_tasks_fit(tasks: tuple[TaskSpec, ...], train_len: int, multiples: tuple[float, ...]) -> None:
+    """Every task can fill the training length and every eval length (one example generated per
+    length: run it after the cheap checks)."""
     for task in tasks:
         _require(_unfit(task, train_len) is None,
                  f"task {task.name} cannot fill train.seq_len={train_len}: {_unfit(task, train_len)}")
@@ -281,10 +309,12 @@ def _frozen_spec(cls: type, values: dict, **derived):
     return cls(**{k: _frozen(v) for k, v in values.items() if k in names}, **derived)
 
 
-def build(cfg: DictConfig | dict) -> RunSpec:
+def build(cfg: DictConfig | dict, probe_tasks: bool = True) -> RunSpec:
     """Validate a composed Hydra config and return the frozen run spec. Every broken rule of the
-    schema is reported at once, each naming its full key; then shapes, layers, task lengths and
-    the sweep name are checked, before anything trains."""
+    schema is reported at once, each naming its full key; then shapes, layers, the eval lengths,
+    the sweep name and (``probe_tasks``) whether every task fills every length, before anything
+    trains. The task probes generate one example per length, so ``suite.config.preflight`` runs
+    them last, after the memory estimate has refused what could not fit."""
     cfg = _typed_root(cfg)
     m, t, e = _plain(cfg.model), _plain(cfg.train), _plain(cfg.eval)
     errors = _schema_errors(cfg)
@@ -295,8 +325,10 @@ def build(cfg: DictConfig | dict) -> RunSpec:
         _check_shapes(m, t)
         layers = _checked_layers(cfg, m["n_layers"], t["seq_len"], tuple(eval_length(x, t["seq_len"]) for x in multiples))
         tasks, taskset = resolve_tasks(cfg)
-        _check_fit(tasks, t["seq_len"], multiples)
+        _check_lengths(t["seq_len"], multiples)
         sweep = _sweep_name(cfg)
+        if probe_tasks:
+            check_tasks_fit(tasks, t["seq_len"], multiples)
     except SpecError:
         raise
     except (ValueError, TypeError, KeyError) as err:

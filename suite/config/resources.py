@@ -111,8 +111,12 @@ def available_bytes(device: torch.device) -> Optional[float]:
 
 
 def check_device(spec: RunSpec) -> torch.device:
-    """The run's device, or ``ResourceError`` when this machine lacks it."""
+    """The run's device, or ``ResourceError`` when this machine lacks it or the run's attention
+    path cannot train on it (FlexAttention has no backward pass on the CPU)."""
     device = torch.device(spec.train.device)
+    if spec.model.attention == "flex" and device.type != "cuda":
+        raise ResourceError(f"model.attention=flex trains only on CUDA (FlexAttention has no backward pass on "
+                            f"{device.type}); use model.attention=auto (sdpa on {device.type}) or sdpa")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ResourceError(f"train.device={spec.train.device!r} (recipe {spec.train.name!r}) needs a CUDA GPU and none "
                             "is available; use train=cpu on this machine")
@@ -134,6 +138,13 @@ def check_memory(spec: RunSpec, available: Optional[float] = None, device: Optio
     where = {"train": f"training (train.batch_size={t.batch_size} x train.seq_len={t.seq_len})",
              "eval": f"evaluation (eval.batch_size={e.batch_size} x {longest} tokens, "
                      f"eval.multiples up to {max(e.multiples):g} x train.seq_len)"}
+    weights = 16 * parameter_count(spec)  # weights, gradients and AdamW's two moments, at any batch and length
+    if weights > have:
+        m = spec.model
+        raise ResourceError(f"the model ({m.n_layers} layers, model.d_model={m.d_model}) needs about "
+                            f"{weights / GIB:.1f} GiB for its weights, gradients and AdamW moments alone, more than "
+                            f"the {have / GIB:.1f} GiB available on {device.type} at any batch size or length; "
+                            "choose a smaller model (model=tiny|small, or lower model.d_model / model.n_layers)")
     for phase, size in need.items():
         if size > have:
             raise ResourceError(f"{where[phase]} needs about {size / GIB:.1f} GiB, more than the "

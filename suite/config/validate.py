@@ -23,8 +23,9 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from suite.config.resources import ResourceError, check_device, check_memory, check_results_dir
-from suite.config.build import SpecError, build
+from suite.config.build import SpecError
+from suite.config.preflight import preflight
+from suite.config.resources import ResourceError, check_results_dir
 
 log = logging.getLogger("posbench")
 
@@ -62,10 +63,8 @@ class ValidateSweep(Callback):
         sweeps = set()
         for job in jobs:
             try:
-                spec = build(compose(config_name=config.hydra.job.config_name, overrides=job))
+                spec, _ = preflight(compose(config_name=config.hydra.job.config_name, overrides=job), here=here)
                 sweeps.add(spec.sweep)
-                if here:
-                    check_memory(spec, device=check_device(spec))
             except (SpecError, HydraException, OmegaConfBaseException) as err:
                 log.error("bad configuration in sweep job [%s]: %s", " ".join(job), str(err).replace("\n", " "))
                 sys.exit(2)
