@@ -67,7 +67,7 @@ class RunLifecycle:
     def train_or_restore(self, ckpt_every: int, log_every: int, progress: bool) -> tuple[TrainResult, bool]:
         """(training result, whether it was trained now): a training that finished before a failed
         evaluation or store is restored from ``model.pt`` instead of run again."""
-        finished = None if distributed.active() else load_trained(self.work, self.model)
+        finished = None if distributed.active() else load_trained(self.work, self.model, self.spec.run_id)
         if finished is not None:
             result, self.diag_rows = TrainResult(**finished["result"]), finished["diag_rows"]
             log.info("%s: training finished earlier (%s); evaluating the stored model", self.rid, self.work / "model.pt")
@@ -85,7 +85,8 @@ class RunLifecycle:
     def save(self, result: TrainResult) -> None:
         """The finished training, atomically, before anything can fail in evaluation."""
         mark = time.perf_counter()
-        save_trained(self.work, self.model, {"result": dataclasses.asdict(result), "diag_rows": self.diag_rows})
+        save_trained(self.work, self.model, {"result": dataclasses.asdict(result), "diag_rows": self.diag_rows},
+                     self.spec.run_id)
         self.timing["store_s"] = time.perf_counter() - mark
 
     def score(self, result: TrainResult) -> list[dict]:

@@ -123,6 +123,9 @@ def main(cfg: DictConfig) -> None:
         log.error("could not write %s: %s; what was stored before is kept, and rerunning the same command "
                   "resumes from it", err.filename or "a result file", err.strerror or err)
         sys.exit(1)
+    except KeyboardInterrupt:
+        log.error("interrupted: what was stored is kept; rerunning the same command resumes from the last checkpoint")
+        sys.exit(130)
     finally:
         distributed.shutdown()
 

@@ -42,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("params", nargs="*", help="task parameters as key=value")
     args = parser.parse_intermixed_args(argv)
+    if args.seed < 0 or args.length < 1:
+        parser.error(f"--seed {args.seed} must be >= 0" if args.seed < 0 else f"--length {args.length} must be >= 1")
     try:
         task = build_task(args.task, **_parse_params(args.params))
         ex = task.generate(np.random.default_rng(args.seed), args.length)

@@ -136,6 +136,23 @@ CONFIG_CASES = [
     ("multirun-bad-type", ["-m", "seed=0,x"], BAD_CONFIG, r"bad configuration in sweep job \[seed=x .*\]: Error merging override seed=x"),
     ("multirun-unfit-job", ["-m", "task=mqar", "task.n_queries=6,100"], BAD_CONFIG,
      r"sweep job \[task=mqar task\.n_queries=100 .*\]: task mqar cannot fill train\.seq_len=32"),
+    # checked before anything expensive: a length whose one example would not fit is refused by the
+    # memory estimate, not generated (it used to hang at several GB)
+    ("seq-len-huge", ["train.seq_len=1000000000"], CANNOT_RUN,
+     r"training \(train\.batch_size=32 x train\.seq_len=1000000000\) needs about [\d.]+ GiB"),
+    ("model-too-big", ["model.d_model=65536", "model.n_heads=1", "model.n_layers=64"], CANNOT_RUN,
+     r"the model \(64 layers, model\.d_model=65536\) needs about [\d.]+ GiB for its weights.*choose a smaller model"),
+    ("plus-key-typo", ["+train.stpes=5"], BAD_CONFIG, r"train\.stpes: unknown key; valid: train\.name, .*train\.steps"),
+    ("plus-key-top", ["+colour=red"], BAD_CONFIG, r"colour: unknown key; valid: model, "),
+    ("multiples-repeated", ["eval.multiples=[1,1]"], BAD_CONFIG,
+     r"eval\.multiples=\[1\.0, 1\.0\]: 1 and 1 x train\.seq_len=32 both give the eval length 32"),
+    ("lr-infinite", ["train.lr=inf"], BAD_CONFIG, r"train\.lr=inf"),
+    ("flex-on-cpu", ["model.attention=flex"], CANNOT_RUN, r"model\.attention=flex trains only on CUDA"),
+    ("sweep-name-long", ["sweep_name=" + "a" * 300], BAD_CONFIG, r"sweep_name='a{20}'\.\.\. \(300 characters\): at most 100"),
+    ("run-dir-unwritable", ["hydra.run.dir=/proc/posbench-run"], CANNOT_RUN,
+     r"hydra\.run\.dir='/proc/posbench-run': cannot write there"),
+    ("sweep-dir-unwritable", ["-m", "seed=0,1", "hydra.sweep.dir=/proc/posbench-sweep"], CANNOT_RUN,
+     r"hydra\.sweep\.dir='/proc/posbench-sweep': cannot write there"),
 ]
 
 
@@ -164,8 +181,9 @@ def _run_config_cases(base: Path, request) -> dict:
     jobs = []
     for name, overrides, _, _ in cases:
         quiet = [] if any(o.startswith("logger") for o in overrides) else ["logger=none"]
-        args = [*overrides, f"results_dir={base / name / 'results'}", f"hydra.run.dir={base / name / 'h'}",
-                f"hydra.sweep.dir={base / name / 'hm'}", *quiet]
+        dirs = [f"{key}={base / name / sub}" for key, sub in (("hydra.run.dir", "h"), ("hydra.sweep.dir", "hm"))
+                if not any(o.startswith(key + "=") for o in overrides)]  # a case may point them elsewhere
+        args = [*overrides, f"results_dir={base / name / 'results'}", *dirs, *quiet]
         jobs.append({"module": RUN, "args": args, "cwd": str(ROOT), "env": env})
     out = subprocess.run([sys.executable, "-m", "tests.forked_cli"], input=json.dumps(jobs), capture_output=True,
                          text=True, cwd=ROOT, timeout=900)
@@ -433,6 +451,155 @@ def case_lmeval_no_weights(results):
 def case_lmeval_unknown_run(results):
     return (lambda: run_cli("suite.lmeval", ["--run", "nosuch-run", "--results_dir", str(results), "--tasks", "posbench_copy"], cwd=results.parent),
             2, r"no run 'nosuch-run'")
+
+
+def case_result_share_over_no_example(results):
+    bad = _edit_result(results, _set_row("n", 0))
+    return _report(results), 0, rf"skipping results file {re.escape(str(bad))}: row 0: .* over n = 0 examples"
+
+
+def case_result_share_over_negative_examples(results):
+    bad = _edit_result(results, _set_row("n", -5))
+    return _report(results), 0, rf"skipping results file {re.escape(str(bad))}: row 0: n -5 is not a whole number >= 0"
+
+
+def case_result_unknown_task(results):
+    bad = _edit_result(results, _set_row("task", "no_such_task"))
+    return _report(results), 0, rf"skipping results file {re.escape(str(bad))}: row 0: task 'no_such_task' is not one of the run's tasks"
+
+
+def case_result_eval_len_huge(results):
+    bad = _edit_result(results, _set_row("eval_len", 1e30))
+    return _report(results), 0, rf"skipping results file {re.escape(str(bad))}: row 0: eval_len 1e\+30 is not one of the run's lengths"
+
+
+def case_result_negative_len_ratio(results):
+    bad = _edit_result(results, _set_row("len_ratio", -1.0))
+    return _report(results), 0, rf"skipping results file {re.escape(str(bad))}: row 0: len_ratio -1\.0 is not eval_len / train_len"
+
+
+def case_result_no_positions(results):
+    bad = _edit_result(results, lambda p: [row.pop("positions") for row in p["rows"]])
+    return _report(results), 0, rf"skipping results file {re.escape(str(bad))}: row 0: row without positions"
+
+
+def case_result_no_config_hash(results):
+    bad = _edit_result(results, lambda p: [row.pop("config_hash") for row in p["rows"]])
+    return _report(results), 0, rf"skipping results file {re.escape(str(bad))}: row 0: row without config_hash"
+
+
+def case_result_seed_word(results):
+    bad = _edit_result(results, _set_row("seed", "zero"))
+    return _report(results), 0, rf"skipping results file {re.escape(str(bad))}: row 0: seed 'zero' is not a whole number"
+
+
+def case_result_wall_word(results):
+    bad = _edit_result(results, _set_row("wall_s", "long"))
+    return _report(results), 0, rf"skipping results file {re.escape(str(bad))}: row 0: wall_s 'long' is not a number"
+
+
+def case_result_negative_loss(results):
+    bad = _edit_result(results, lambda p: next(r for r in p["rows"] if r["metric"] == "loss").update(value=-1.0))
+    return _report(results), 0, rf"skipping results file {re.escape(str(bad))}: row \d+: loss = -1\.0 is outside \[0, inf\]"
+
+
+def case_result_deeply_nested(results):
+    bad = results / "h" / "deep.json"
+    bad.write_text("[" * 100_000 + "]" * 100_000)
+    return _report(results), 0, rf"skipping unreadable results file {re.escape(str(bad))}: .*nested too deeply"
+
+
+def case_result_two_claims(results):
+    """A second file claims the run with other values: both are named, neither is ranked, and with
+    nothing left the report says so."""
+    good = _result_file(results)
+    payload = json.loads(good.read_text())
+    payload["rows"][0]["value"] = 1.0
+    other = results / "h" / "a-copy.json"
+    other.write_text(json.dumps(payload))
+    return _report(results), 1, rf"skipping run {re.escape(payload['run']['run_id'])}: 2 files claim it with different contents"
+
+
+def case_report_loss_lowest_first(results):
+    def after(results):
+        board = (results.parent / "reports" / "h" / "leaderboard.csv").read_text()
+        assert ",loss," in board and "overlaps next" not in board  # loss cells, lowest first where ranked
+    return _report(results, "--metric", "loss"), 0, r"scheme +MRR \(OOD\)", {"reports"}, after
+
+
+def case_report_sweep_outside_out(results):
+    return (lambda: run_cli("suite.report", ["../escape", "--results", str(results), "--out", str(results.parent / "r")],
+                            cwd=results.parent), 2, r"sweep '\.\./escape': must be letters, digits")
+
+
+def case_store_no_results(results):
+    return (lambda: run_cli("suite.results.store", [str(results.parent / "nonexistent")], cwd=results.parent), 1,
+            r"no results folder .*nonexistent")
+
+
+def case_checkpoint_of_another_run(results):
+    work = _work(results)
+    (work / "trained.json").unlink()
+    torch_prelude = ("import torch\n"
+                     f"state = torch.load({str(work / 'model.pt')!r}, weights_only=True)\n"
+                     f"torch.save({{'model': state, 'optimizer': {{}}, 'step': 1, 'run': 'someone-else'}}, {str(work / 'ckpt.pt')!r})\n")
+    exec(compile(torch_prelude, "<ckpt>", "exec"), {})
+    (_result_file(results)).unlink()
+    return _rerun(results), 0, rf"checkpoint {re.escape(str(work / 'ckpt.pt'))} could not be loaded \(ValueError: it belongs to run 'someone-else'", \
+        {"ckpt.pt", "model.pt"}
+
+
+def case_trained_model_of_another_run(results):
+    work = _work(results)
+    record = json.loads((work / "trained.json").read_text())
+    record["run"] = "someone-else"
+    (work / "trained.json").write_text(json.dumps(record))
+    (_result_file(results)).unlink()
+    return _rerun(results), 0, rf"finished training in {re.escape(str(work))} could not be loaded \(ValueError: it records run 'someone-else'", \
+        {"model.pt", "trained.json"}
+
+
+def case_disk_full_in_torch_save(results):
+    """torch.save reports a full disk as its own RuntimeError, not an OSError."""
+    shutil.rmtree(results / "h")
+    prelude = ("import torch\n"
+               "def save_(obj, f, *a, **k):\n"
+               "    raise RuntimeError('[enforce fail at inline_container.cc:664] . unexpected pos 320 vs 256: '\n"
+               "                       'PytorchStreamWriter failed writing file data/0: file write failed')\n"
+               "torch.save = save_\n")
+    return (lambda: run_cli(RUN, ["task=copy", "train.steps=3", "eval.n_examples=4", "eval.multiples=[1,2]", "logger=none",
+                                  f"results_dir={results}", "sweep_name=h", f"hydra.run.dir={results.parent / 'h8'}"],
+                            cwd=results.parent, prelude=prelude),
+            1, r"could not write .*model\.pt\.tmp: torch\.save could not write the file")
+
+
+def case_interrupted(results):
+    """Ctrl-C mid-training: exit 130 and one line saying a rerun resumes."""
+    shutil.rmtree(results / "h")
+    prelude = ("import suite.training.loop as loop\n"
+               "def interrupt(*a, **k):\n"
+               "    raise KeyboardInterrupt\n"
+               "loop.train_step = interrupt\n")
+    return (lambda: run_cli(RUN, ["task=copy", "train.steps=3", "eval.n_examples=4", "eval.multiples=[1,2]", "logger=none",
+                                  f"results_dir={results}", "sweep_name=h", f"hydra.run.dir={results.parent / 'h9'}"],
+                            cwd=results.parent, prelude=prelude),
+            130, r"interrupted: what was stored is kept; rerunning the same command resumes from the last checkpoint")
+
+
+def case_lmeval_unknown_task(results):
+    return (lambda: run_cli("suite.lmeval", ["--run", str(_result_file(results)), "--tasks", "posbench_bogus"], cwd=results.parent),
+            2, r"--tasks: unknown PosBench task\(s\) posbench_bogus; valid: posbench_all, ")
+
+
+def case_lmeval_truncated_run(results):
+    bad = results / "h" / "truncated.json"
+    bad.write_text(_result_file(results).read_text()[:100])
+    return (lambda: run_cli("suite.lmeval", ["--run", str(bad), "--tasks", "posbench_copy"], cwd=results.parent),
+            2, rf"--run {re.escape(str(bad))}: ")
+
+
+def case_show_negative_seed(results):
+    return (lambda: run_cli("tasks.show", ["copy", "--seed", "-1"], cwd=results.parent), 2, r"--seed -1 must be >= 0")
 
 
 STATE_CASES = [(name[5:], fn) for name, fn in sorted(globals().items()) if name.startswith("case_")]

@@ -152,9 +152,9 @@ def test_a_seed_reproduces_the_samples_and_a_resumed_run_continues_them(tmp_path
     interrupted = model(7)
     samples(interrupted, 3)
     optimizer = torch.optim.AdamW(interrupted.parameters())
-    save_checkpoint(tmp_path / "ckpt.pt", interrupted, optimizer, step=3)
+    save_checkpoint(tmp_path / "ckpt.pt", interrupted, optimizer, step=3, owner="r")
     resumed = model(8)  # another seed: the checkpoint brings the run's
-    load_checkpoint(tmp_path / "ckpt.pt", resumed, torch.optim.AdamW(resumed.parameters()))
+    load_checkpoint(tmp_path / "ckpt.pt", resumed, torch.optim.AdamW(resumed.parameters()), owner="r", steps=10)
     assert all(torch.equal(a, b) for a, b in zip(samples(resumed, 3), first[3:]))
 
 

@@ -4,6 +4,7 @@ Mutation check: in suite/training/loop.py train, a diverged run's steps done ste
 test_a_non_finite_loss_stops_the_run_as_diverged_and_the_leaderboard_says_so fail."""
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from suite.results import store
 from suite.model.lm import PosBenchLM
 from suite.report import tables
 from suite.run import execute, run_id
+from suite.training.checkpoint import save_checkpoint
 from suite.training.loop import train
 from tests.conftest import make_spec
 
@@ -68,6 +70,40 @@ def test_unreadable_checkpoint_is_reported_and_the_run_restarts_from_scratch(tmp
     train(clean, spec, task, progress=False)
     assert result.resumed_from == 0 and result.status == "ok"
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), clean.state_dict().values()))
+
+
+@pytest.mark.parametrize("case,why", [
+    ("another run", r"belongs to run 'someone-else'"),
+    ("step past the end", r"its step 1000 is not one a run of 10 steps saves"),
+    ("negative step", r"its step -50 is not one a run of 10 steps saves"),
+])
+def test_a_checkpoint_of_another_run_or_step_is_refused_and_the_run_trains_from_scratch(tmp_path, case, why):
+    spec = make_spec(*SMALL, "train.steps=10")
+    task = spec.tasks[0].build()
+    ckpt = tmp_path / "ckpt.pt"
+    torch.manual_seed(0)
+    donor = PosBenchLM(spec.model)
+    owner = "someone-else" if case == "another run" else spec.run_id
+    step = {"another run": 5, "step past the end": 1000, "negative step": -50}[case]
+    save_checkpoint(ckpt, donor, torch.optim.AdamW(donor.parameters()), step, owner)
+    torch.manual_seed(0)
+    model = PosBenchLM(spec.model)
+    with pytest.warns(UserWarning, match=rf"(?s)checkpoint .* could not be loaded .*{why}.*from scratch"):
+        result = train(model, spec, task, ckpt_path=ckpt, ckpt_every=0, progress=False)
+    assert result.resumed_from == 0 and result.status == "ok" and not ckpt.exists()
+
+
+def test_another_runs_model_is_not_evaluated_as_this_runs(tmp_path):
+    """A finished training whose model.pt was replaced (another run's weights) trains again."""
+    first = make_spec(*SMALL, "train.steps=4", "sweep_name=mp")
+    other = make_spec(*SMALL, "train.steps=4", "sweep_name=mp", "seed=1")
+    paths = [execute(s, results_dir=tmp_path, progress=False) for s in (first, other)]
+    work = [files.work_dir(tmp_path, "mp", run_id(s)) for s in (first, other)]
+    shutil.copy(work[1] / "model.pt", work[0] / "model.pt")
+    paths[0].unlink()  # the result is gone: the run evaluates its finished training again
+    with pytest.warns(UserWarning, match=r"finished training in .* could not be loaded .*model\.pt is not the file"):
+        again = execute(first, results_dir=tmp_path, progress=False)
+    assert _values(again) == _values(execute(first, results_dir=tmp_path / "clean", progress=False))
 
 
 def test_a_non_finite_loss_stops_the_run_as_diverged_and_the_leaderboard_says_so(tmp_path, monkeypatch):

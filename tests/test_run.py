@@ -15,6 +15,7 @@ import torch
 from tests import forked_cli
 from suite import files
 from suite.results import store
+from suite.report import tables
 from suite.model.lm import PosBenchLM
 from suite.model.position import SCHEMES
 from suite.run import execute
@@ -60,8 +61,12 @@ def test_learned_positions_past_a_short_table_are_unsupported(tmp_path):
     path = execute(make_spec(*QUICK, "position=learned", "position.max_positions=16"), results_dir=tmp_path, progress=False)
     rows = store.read_run(path)["rows"]
     at_2x = [r for r in rows if r["eval_len"] == 32]
-    assert [r["status"] for r in at_2x] == ["unsupported"] and math.isnan(at_2x[0]["value"])
+    # copy's headline metric and exact match, each marked, so every board reads '-' there
+    assert sorted(r["metric"] for r in at_2x) == ["exact_match", "token_accuracy"]
+    assert {r["status"] for r in at_2x} == {"unsupported"} and all(math.isnan(r["value"]) for r in at_2x)
     assert all(r["status"] == "ok" for r in rows if r["eval_len"] == 16)
+    board = tables.leaderboard(store.load(path.parent))
+    assert tables.pivot(board, "copy").iloc[0, -1] == tables.EMPTY
 
 
 class Interrupt(Exception):

@@ -11,7 +11,9 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import os
 import sys
+import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -52,8 +54,33 @@ def sweep_log_path(results_dir, sweep: str) -> Path:
     return Path(results_dir) / sweep / "_sweeps.jsonl"
 
 
+def writable_dir_problem(key: str, folder: str) -> str | None:
+    """Why Hydra could not write its ``key`` folder (``hydra.run.dir``, ``hydra.sweep.dir``), or
+    None: the folder is created and a probe file written and removed there."""
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-probe.")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        return (f"{key}={folder!r}: cannot write there ({err.strerror or err}); point {key}= at a writable "
+                "folder (Hydra keeps each run's config and log in it)")
+    return None
+
+
+def _require_writable(key: str, folder: str) -> None:
+    problem = writable_dir_problem(key, folder)
+    if problem:
+        log.error("cannot run here: %s", problem)
+        sys.exit(2)
+
+
 class ValidateSweep(Callback):
+    def on_run_start(self, config: DictConfig, **kwargs) -> None:
+        _require_writable("hydra.run.dir", str(config.hydra.run.dir))  # before Hydra creates it
+
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        _require_writable("hydra.sweep.dir", str(config.hydra.sweep.dir))
         self._t0, self._started = time.perf_counter(), datetime.now(timezone.utc)
         jobs = sweep_jobs(config)
         self._jobs = len(jobs)

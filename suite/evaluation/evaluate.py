@@ -104,15 +104,16 @@ def evaluate(model, spec: RunSpec, tasks, device: Optional[torch.device] = None,
                 timing["eval_sets_s"] = timing.get("eval_sets_s", 0.0) + time.perf_counter() - t0
             base = {"task": task_spec.name, "eval_len": length, "len_ratio": length / spec.train.seq_len,
                     "eval_set": digest}
-            unsupported = {**base, "slice": ALL, "metric": "exact_match", "value": float("nan"), "n": 0,
-                           "status": "unsupported"}
+            # the task's headline metric and exact match, so every board marks the length '-'
+            unsupported = [{**base, "slice": ALL, "metric": m, "value": float("nan"), "n": 0, "status": "unsupported"}
+                           for m in dict.fromkeys((task.primary_metric, "exact_match"))]
             if limit is not None and max(len(ex.tokens) for ex in examples) - 1 > limit:
-                rows.append(unsupported)
+                rows += unsupported
                 continue
             try:
                 tally = score_examples(model, task, examples, spec.eval.batch_size, device, autocast)
             except LengthUnsupported:
-                rows.append(unsupported)
+                rows += unsupported
                 continue
             rows += [{**base, "slice": s, "metric": m, "value": v, "n": n, "status": "ok"} for m, v, n, s in tally.rows()]
     return rows

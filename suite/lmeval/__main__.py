@@ -42,6 +42,13 @@ def _value(args: list[str], flag: str) -> str | None:
     return None
 
 
+def unknown_posbench_tasks(args: list[str]) -> list[str]:
+    """The ``posbench_*`` names in ``--tasks`` that are no PosBench task or task set."""
+    known = {path.stem for path in include_dir().glob("posbench_*.yaml")}
+    asked = [t.strip() for t in (_value(args, "--tasks") or "").split(",")]
+    return [t for t in asked if t.startswith("posbench_") and t not in known]
+
+
 def only_posbench_tasks(args: list[str]) -> bool:
     """Whether ``--tasks`` names PosBench tasks and groups (``posbench_*``) only."""
     tasks = _value(args, "--tasks")
@@ -112,7 +119,11 @@ def main(argv: list[str] | None = None) -> None:
         if args.run:
             load_run(args.run, args.results_dir)  # missing or damaged weights are named before lm-eval starts
     except ValueError as err:
-        parser.error(str(err))
+        parser.error(f"--run {args.run}: {err}" if args.run and str(args.run) not in str(err) else str(err))
+    unknown = unknown_posbench_tasks(lm_args)
+    if unknown:
+        known = sorted(path.stem for path in include_dir().glob("posbench_*.yaml"))
+        parser.error(f"--tasks: unknown PosBench task(s) {', '.join(unknown)}; valid: {', '.join(known)}")
     from lm_eval.__main__ import cli_evaluate
 
     argv_before, sys.argv = sys.argv, ["lm-eval", "run", *lm_args]

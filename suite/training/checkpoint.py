@@ -1,9 +1,14 @@
 """Training checkpoints: written atomically, read back into the model and optimizer, and a bad
-one reported and set aside so the run starts over. Storage only: a checkpoint restores exactly
+one reported and set aside so the run starts over. A checkpoint records the run it belongs to
+(its spec hash) and its step; the finished training's ``trained.json`` records the run and the
+SHA-256 of its ``model.pt``. Another run's file, a step outside the run, or weights that are not
+the recorded ones are refused with a warning that says why, and the run trains again. Storage only: a checkpoint restores exactly
 the state it saved (the SIGKILL-resume test holds a resumed run to an uninterrupted one), so
 this module is not part of the code digest that stamps results."""
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
 import os
 import warnings
@@ -15,35 +20,56 @@ import torch
 from suite.files import write_json_atomic
 
 
-def save_checkpoint(path: Path, model, optimizer, step: int) -> None:
-    """Atomic: write a temporary file, then rename over the old checkpoint."""
+def _save(obj, path: Path) -> None:
+    """``torch.save``, with its failure to write (a full disk: torch's RuntimeError "file write
+    failed") raised as the OSError that every other write raises, naming the file."""
+    try:
+        torch.save(obj, path)
+    except RuntimeError as err:
+        text = str(err)
+        if "write" not in text.lower():
+            raise
+        reason = "No space left on device" if "space" in text.lower() else "torch.save could not write the file"
+        raise OSError(errno.ENOSPC if "space" in text.lower() else errno.EIO, reason, str(path)) from None
+
+
+def save_checkpoint(path: Path, model, optimizer, step: int, owner: str) -> None:
+    """Atomic: write a temporary file, then rename over the old checkpoint. ``owner``: the run's
+    spec hash."""
     tmp = path.with_suffix(".tmp")
     try:
-        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
-                    "torch_rng": torch.get_rng_state()}, tmp)
+        _save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
+               "torch_rng": torch.get_rng_state(), "run": owner}, tmp)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
 
 
-def load_checkpoint(path: Path, model, optimizer) -> int:
+def load_checkpoint(path: Path, model, optimizer, owner: str, steps: int) -> int:
+    """The checkpoint's step, its state restored; ValueError when it belongs to another run or
+    its step is not one this run of ``steps`` steps saves (1 to steps - 1)."""
     state = torch.load(path, map_location="cpu", weights_only=True)
+    if state.get("run") != owner:
+        raise ValueError(f"it belongs to run {state.get('run')!r}, not {owner!r}")
+    step = state.get("step")
+    if not isinstance(step, int) or not 0 < step < steps:
+        raise ValueError(f"its step {step!r} is not one a run of {steps} steps saves (1 to {steps - 1})")
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     torch.set_rng_state(state["torch_rng"])
     return int(state["step"])
 
 
-def resume(path: Optional[Path], model, make_optimizer: Callable[[], torch.optim.Optimizer]):
-    """(optimizer, first step): the checkpoint's state when ``path`` holds a readable one, else a
-    fresh optimizer at step 0. An unreadable checkpoint is reported, removed and ignored (the
-    model keeps its initial weights)."""
+def resume(path: Optional[Path], model, make_optimizer: Callable[[], torch.optim.Optimizer], owner: str, steps: int):
+    """(optimizer, first step): the checkpoint's state when ``path`` holds a readable one of this
+    run (``owner``, a run of ``steps`` steps), else a fresh optimizer at step 0. Any other
+    checkpoint is reported, removed and ignored (the model keeps its initial weights)."""
     optimizer = make_optimizer()
     if path is None or not path.exists():
         return optimizer, 0
     initial = {k: v.clone() for k, v in model.state_dict().items()}  # restored if the checkpoint is bad
     try:
-        return optimizer, load_checkpoint(path, model, optimizer)
+        return optimizer, load_checkpoint(path, model, optimizer, owner, steps)
     except Exception as err:  # noqa: BLE001 - any unreadable checkpoint means: start over
         first_line = (str(err).splitlines() or [""])[0]
         warnings.warn(f"checkpoint {path} could not be loaded ({type(err).__name__}: {first_line}); "
@@ -53,27 +79,42 @@ def resume(path: Optional[Path], model, make_optimizer: Callable[[], torch.optim
         return make_optimizer(), 0
 
 
-def save_trained(work: Path, model, record: dict) -> None:
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def save_trained(work: Path, model, record: dict, owner: str) -> None:
     """The finished training: ``model.pt`` (the weights, what lm-eval loads) and then
-    ``trained.json`` (``record``: the training result), each written atomically, the marker last,
-    so a ``trained.json`` always stands beside a whole ``model.pt``."""
+    ``trained.json`` (``record``: the training result, with the run and the weights' SHA-256),
+    each written atomically, the marker last, so a ``trained.json`` always stands beside a whole
+    ``model.pt``."""
     tmp = work / "model.pt.tmp"
     try:
-        torch.save(model.state_dict(), tmp)
+        _save(model.state_dict(), tmp)
+        sha = _sha256(tmp)
         os.replace(tmp, work / "model.pt")
     finally:
         tmp.unlink(missing_ok=True)
-    write_json_atomic(work / "trained.json", record)
+    write_json_atomic(work / "trained.json", {**record, "run": owner, "model_sha256": sha})
 
 
-def load_trained(work: Path, model) -> Optional[dict]:
-    """The record ``save_trained`` wrote, with the model's weights restored from ``model.pt``;
-    None when there is none, or (with a warning) when it cannot be read."""
+def load_trained(work: Path, model, owner: str) -> Optional[dict]:
+    """The record ``save_trained`` wrote for run ``owner``, with the model's weights restored from
+    ``model.pt``; None when there is none, or (with a warning that says why) when it cannot be
+    read, belongs to another run, or ``model.pt`` is not the file it recorded."""
     marker = work / "trained.json"
     if not marker.exists():
         return None
     try:
         record = json.loads(marker.read_text())
+        if not isinstance(record, dict) or record.get("run") != owner:
+            raise ValueError(f"it records run {record.get('run') if isinstance(record, dict) else None!r}, not {owner!r}")
+        if _sha256(work / "model.pt") != record.get("model_sha256"):
+            raise ValueError("model.pt is not the file this training wrote (its SHA-256 differs)")
         model.load_state_dict(torch.load(work / "model.pt", map_location="cpu", weights_only=True))
         return record
     except Exception as err:  # noqa: BLE001 - an unreadable finished training means: train again

@@ -84,7 +84,7 @@ def _setup(model, spec: RunSpec, ckpt_path: Optional[Path]) -> _Setup:
     device = resolve_device(spec)
     model.to(device).train()
     rows = distributed.share(t.batch_size)
-    optimizer, start = resume(ckpt_path, model, lambda: build_optimizer(model, spec, device))
+    optimizer, start = resume(ckpt_path, model, lambda: build_optimizer(model, spec, device), spec.run_id, t.steps)
     if device.type == "cuda":
         torch.set_float32_matmul_precision("high")  # TF32 for what runs outside the bf16 autocast
     ddp = distributed.wrap(model, device)
@@ -175,5 +175,5 @@ def train(
             on_step(step + 1)
         if ckpt_path is not None and ckpt_every and (step + 1) % ckpt_every == 0 and step + 1 < t.steps \
                 and distributed.is_main():
-            save_checkpoint(ckpt_path, model, run.optimizer, step + 1)
+            save_checkpoint(ckpt_path, model, run.optimizer, step + 1, spec.run_id)
     return meter.result("ok", t.steps, meter.loss_value)
