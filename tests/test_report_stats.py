@@ -3,7 +3,9 @@ bootstrap, and the power table.
 
 Mutation checks: in suite/report/stats.py t_interval, n - 1 degrees of freedom -> n makes
 test_t_interval_by_hand fail; percentile_interval's tail 100 * (1 - level) / 2 -> 100 * (1 - level)
-(a 90 % interval) makes test_percentile_interval_by_hand fail."""
+(a 90 % interval) makes test_percentile_interval_by_hand fail; in suite/report/tables.py _arrays, a
+sign of 1.0 for every cell (a loss ranked highest first) makes
+test_a_loss_ranks_lowest_first_and_its_intervals_are_not_clipped_to_one fail."""
 import math
 
 import numpy as np

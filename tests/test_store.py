@@ -4,7 +4,8 @@ and the report still builds.
 Mutation checks: in suite/results/store.py row_problem, eval_len <= 0 -> eval_len < 0 makes
 test_a_file_with_an_impossible_row_is_named_and_skipped[zero eval length] fail; dropping "chunk" from
 COLUMNS, or in suite/results/identity.py span_columns taking every sized layer instead of the layers of that
-kind (chunks counted as windows), makes test_stored_rows_carry_the_smallest_window_and_the_smallest_chunk fail."""
+kind (chunks counted as windows), makes test_stored_rows_carry_the_smallest_window_and_the_smallest_chunk fail; in row_problem,
+n < 1 -> n < 0 makes test_a_file_with_an_impossible_row_is_named_and_skipped[a share over no example] fail."""
 import math
 
 import pytest
