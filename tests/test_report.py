@@ -43,6 +43,23 @@ def test_mrr_with_ties_by_hand():
         tables.mrr(board, tie="dense")
 
 
+def test_means_closer_than_the_margin_share_a_rank_in_the_mrr_as_in_the_power_table():
+    # one cell, margin 0.01: a 0.900, b 0.895, c 0.889, d 0.5. Beaten by at least 0.01: a by none,
+    # b by none (0.005), c by a only (0.011; b is 0.006 ahead), d by all three.
+    # min ranks 1, 1, 2, 4; average adds half the schemes tied with each: a (b) 1.5, b (a, c) 2,
+    # c (b) 2.5, d 4
+    board = _board([("a", "copy", 64, 0.900, 0, 2), ("b", "copy", 64, 0.895, 0, 2), ("c", "copy", 64, 0.889, 0, 2),
+                    ("d", "copy", 64, 0.5, 0, 2)])
+    got = tables.mrr(board, tie="min").set_index("scheme").mrr_all
+    assert got.to_dict() == pytest.approx({"a": 1, "b": 1, "c": 1 / 2, "d": 1 / 4})
+    avg = tables.mrr(board, tie="average").set_index("scheme").mrr_all
+    assert avg.to_dict() == pytest.approx({"a": 1 / 1.5, "b": 1 / 2, "c": 1 / 2.5, "d": 1 / 4})
+    # a cell the power table calls tied (best minus worst below the margin) gives every scheme rank 1
+    tied = _board([("a", "copy", 64, 0.402, 0, 2), ("b", "copy", 64, 0.398, 0, 2), ("c", "copy", 64, 0.395, 0, 2)])
+    assert tables.power(tied.assign(metric="token_accuracy")).tied_cells.tolist() == [1]
+    assert set(tables.mrr(tied).mrr_all) == {1.0}
+
+
 def _row(run, scheme, seed, task, eval_len, value, status="ok", pattern="uniform", metric="token_accuracy",
          config=None, digest="d1", steps=10, n=10, train_len=32):
     return {"run_id": run, "sweep": "fx", "spec_hash": run, "config_hash": config or f"cfg-{scheme}",
@@ -117,7 +134,7 @@ def test_report_tables_from_a_fixture_store(fixture_store, tmp_path):
     assert list(m.columns) == ["scheme", "mrr_ood", "mrr_ood_low", "mrr_ood_high", "mrr_all", "mrr_all_low",
                                "mrr_all_high", "cells_ood", "cells_all"] and m.scheme.iloc[0] == "alibi"
     md = (out / "index.md").read_text()
-    assert "ties share the best rank" in md and "unsupported" in md and "0.90 [0.60, 0.98]" in md
+    assert "tied schemes share the best rank" in md and "closer than 0.01 are tied" in md and "unsupported" in md and "0.90 [0.60, 0.98]" in md
     assert "| copy   | token_accuracy |" in md and "Student-t" in md and "Wilson" in md
     assert "## Power" in md and "overlaps next" in md and "Warning" not in md
     assert "- training: one model per task; 10 steps; training length 32 tokens" in md

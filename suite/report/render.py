@@ -93,8 +93,12 @@ RECENCY_TEXT = ("Mean cosine similarity of hidden states (block outputs) at lag 
                 "after training; mean over seeds. Rows: pattern and window (0: no window); a sweep with chunked "
                 "layers adds their chunk size (0: none), which is not a window.")
 
-TIE_TEXT = {"min": "ties share the best rank of their group (1, 1, 3)",
-            "average": "ties share the mean of the ranks they span (1.5, 1.5, 3)"}
+TIE_TEXT = {"min": (f"two means closer than {tables.TIED_BELOW} are tied, the rule the power section uses: a scheme's "
+                    f"rank is 1 plus the number of schemes whose mean beats its own by at least {tables.TIED_BELOW}, "
+                    f"so tied schemes share the best rank (1, 1, 3)"),
+            "average": (f"two means closer than {tables.TIED_BELOW} are tied, the rule the power section uses: a "
+                        f"scheme's rank is 1 plus the number of schemes that beat it by at least "
+                        f"{tables.TIED_BELOW}, plus half the number tied with it (1.5, 1.5, 3)")}
 
 
 SPLIT_TEXT = ("The task's evaluation set mixes splits drawn from different distributions, not all of which it "
@@ -137,7 +141,8 @@ def _mrr_text(r: dict) -> str:
 def _power_text(r: dict) -> str:
     return (f"Spread: best minus worst scheme mean at the first eval length beyond training (smallest "
             f"len_ratio > 1). Tied cells: eval lengths where best minus worst scheme mean is below "
-            f"{tables.TIED_BELOW} (cells with at least two scheme means). Overall, "
+            f"{tables.TIED_BELOW}, the MRR's tie margin, so every scheme there shares rank 1 (cells with at "
+            f"least two scheme means). Overall, "
             f"{'no' if pd.isna(r['tied_share']) else format(r['tied_share'], '.0%')} of cells are tied "
             f"across all schemes.")
 

@@ -21,7 +21,6 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy.stats import rankdata
 
 from suite.config.codedigest import spec_digest
 from suite.model.span.base import KINDS
@@ -37,7 +36,7 @@ CONFIG_COLUMNS = ("model", "n_layers", "d_model", "n_heads", "pattern", "positio
                   "train_len", "steps")
 BOOTSTRAP_REPS = 1000
 BOOTSTRAP_SEED = 0
-TIED_BELOW = 0.01  # a cell is tied when best minus worst scheme mean is below this
+TIED_BELOW = 0.01  # the one tie rule: two means closer than this are tied (power and MRR alike)
 SPLIT = "split"  # the slice field naming an evaluation split: a distribution the task's eval_generate draws from
 
 
@@ -171,6 +170,23 @@ def _arrays(board: pd.DataFrame):
     return schemes, cells, scores, present, ood, signs
 
 
+def tie_ranks(s: np.ndarray, tie: str = "min", margin: float = TIED_BELOW) -> np.ndarray:
+    """Ranks along axis 1 (schemes) of signed scores ``s`` (larger is better; -inf: absent), under
+    the report's one notion of a tie: two means closer than ``margin`` are tied, the same rule by
+    which ``power`` calls a cell tied. A scheme's rank is 1 plus the number of schemes that beat it
+    by at least ``margin`` (``tie="min"``: tied schemes share the best rank); ``tie="average"``
+    adds half of the schemes tied with it. No rank counts a difference below the margin, and with
+    ``margin=0`` these are the usual min and average ranks."""
+    diff = s[:, None, :, :] - s[:, :, None, :]  # [r, i, j, c] = s_j - s_i: how far scheme j is ahead of i
+    with np.errstate(invalid="ignore"):
+        beats = np.nan_to_num(diff, nan=-np.inf) >= margin  # absent schemes (-inf) never beat, never lose
+        tied = (np.abs(np.nan_to_num(diff, nan=np.inf)) < margin) | (s[:, None, :, :] == s[:, :, None, :])
+    ahead = beats.sum(axis=2)  # per (r, i, c): the schemes that beat i by the margin
+    if tie == "min":
+        return 1.0 + ahead
+    return 1.0 + ahead + (tied.sum(axis=2) - 1) / 2  # minus the scheme itself
+
+
 # an empty cell's stand-in score: below every real score (of any metric, signed), above an absent scheme
 _EMPTY_SCORE = -np.finfo(float).max
 
@@ -184,7 +200,7 @@ def _mrr(scores: np.ndarray, present: np.ndarray, ood: np.ndarray, tie: str, sig
     scheme has no such cell.
     """
     s = np.where(present, np.nan_to_num(scores * signs, nan=_EMPTY_SCORE), -np.inf)
-    rr = 1.0 / rankdata(-s, method=tie, axis=1)
+    rr = 1.0 / tie_ranks(s, tie)
 
     def mean_over(mask):
         cnt = mask.sum(axis=1)
