@@ -15,7 +15,7 @@ import torch
 from suite import files
 from suite.training import distributed
 
-from suite.results import store
+from suite.results import numerics, store
 from suite.training.checkpoint import load_trained, save_trained
 from suite.evaluation.diagnostics import diagnostic_rows
 from suite.evaluation.evaluate import evaluate
@@ -124,7 +124,7 @@ class RunLifecycle:
         meta = {**self.columns, "timing": {k: round(v, 3) for k, v in self.timing.items()}, "wall_s": round(wall, 2),
                 "timestamp": stamp, "train_status": result.status, "resumed_from": result.resumed_from,
                 "final_loss": result.final_loss, "processes": distributed.world_size() if distributed.active() else 1,
-                "spec": self.spec.to_dict()}
+                "numeric": numerics.signature(), "spec": self.spec.to_dict()}
         path = store.write_run(self.results_dir, self.spec.sweep, self.rid, meta, rows)
         (self.work / "ckpt.pt").unlink(missing_ok=True)
         self.tracker.log_rows(rows)

@@ -160,3 +160,24 @@ def test_stored_rows_carry_the_smallest_window_and_the_smallest_chunk(tmp_path, 
     store.write_run(tmp_path, "sw", "r", _run("r"), [{**_row(), **columns, "run_id": "r", "sweep": "sw"}])
     row = store.load(tmp_path / "sw").iloc[0]
     assert (row.window, row.chunk) == (window, chunk)
+
+
+def test_a_run_records_the_numeric_signature_it_computed_under(tmp_path):
+    import torch
+
+    from suite.results import numerics
+    from suite.report.render import provenance
+    from suite.run import execute
+    from tests.conftest import make_spec
+
+    sig = numerics.signature()
+    assert sig["torch"] == torch.__version__ and sig["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert sig["threads"] == torch.get_num_threads() and sig["blas"] != ""
+    path = execute(make_spec("train.steps=2", "eval.n_examples=2", "eval.multiples=[1]", "logger=none", "sweep_name=ns"),
+                   results_dir=tmp_path, progress=False)
+    assert store.read_run(path)["run"]["numeric"]["torch"] == torch.__version__
+    df = store.load(path.parent)
+    assert df.numeric.unique().tolist() == [numerics.label(store.read_run(path)["run"]["numeric"])]
+    assert provenance(df)["numeric signature (runs)"] == f"{df.numeric.iloc[0]} (1)"
+    assert numerics.label({"torch": "2.13.0", "blas": "mkl", "cpu_capability": "AVX2", "cpu": "AMD EPYC", "threads": 1,
+                           "pins": {"MKL_CBWR": "COMPATIBLE"}}) == "torch 2.13.0, mkl, AVX2, AMD EPYC, 1 thread, MKL_CBWR=COMPATIBLE"

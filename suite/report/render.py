@@ -42,6 +42,15 @@ def _training(df: pd.DataFrame) -> str:
     return f"{kind}; {steps} steps; training length {lengths} tokens"
 
 
+def _numeric(runs: pd.DataFrame) -> str:
+    """Each numeric signature the runs computed under, with its run count: floats are bit-identical
+    only between runs of one signature (``suite.results.numerics``)."""
+    if "numeric" not in runs or runs.numeric.isna().all():
+        return "not recorded"
+    counts = runs.numeric.fillna("not recorded").value_counts()
+    return "; ".join(f"{label} ({n})" for label, n in sorted(counts.items()))
+
+
 def provenance(df: pd.DataFrame) -> dict:
     runs = df.drop_duplicates("run_id")
     stamps = pd.to_datetime(runs.timestamp, errors="coerce", utc=True)
@@ -56,6 +65,7 @@ def provenance(df: pd.DataFrame) -> dict:
         "run wall time (sum)": f"{runs.wall_s.sum():.0f} s",
         "first / last run finished": (f"{stamps.min():%Y-%m-%d %H:%M} / {stamps.max():%Y-%m-%d %H:%M} UTC"
                                       if stamps.notna().any() else "not recorded"),
+        "numeric signature (runs)": _numeric(runs),
         "report built": f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.machine()} "
                         f"({platform.system()}, {os.cpu_count()} CPUs)",
     }

@@ -132,9 +132,16 @@ def _problem(payload: dict) -> str | None:
     return problem or run_problem(payload)
 
 
+def numeric_label(sig: dict) -> str:
+    from suite.results.numerics import label
+
+    return label(sig)
+
+
 def load(path: str | Path) -> pd.DataFrame:
     """All rows of the run files under ``path`` (a sweep folder or a whole results folder), each
-    with a ``spec`` column: its run's stored spec as JSON (the report names configurations by it).
+    with a ``spec`` column, its run's stored spec as JSON (the report names configurations by it),
+    and a ``numeric`` column, the label of the machine's numeric signature (``suite.results.numerics``).
 
     Unreadable, truncated or foreign JSON files, and files holding an impossible row
     (``row_problem``) or rows their own spec cannot have produced (``run_problem``), are reported
@@ -166,11 +173,12 @@ def load(path: str | Path) -> pd.DataFrame:
         for file, _ in found[1:]:
             warnings.warn(f"skipping duplicate run {rid} in {file} (the same as {found[0][0]})", stacklevel=2)
         payload = found[0][1]
-        spec = payload["run"].get("spec")
+        spec, numeric = payload["run"].get("spec"), payload["run"].get("numeric")
         frames.append(pd.DataFrame(payload["rows"], columns=COLUMNS)
-                      .assign(spec=json.dumps(spec, sort_keys=True) if isinstance(spec, dict) else None))
+                      .assign(spec=json.dumps(spec, sort_keys=True) if isinstance(spec, dict) else None,
+                              numeric=numeric_label(numeric) if isinstance(numeric, dict) else None))
     if not frames:
-        return pd.DataFrame(columns=[*COLUMNS, "spec"])
+        return pd.DataFrame(columns=[*COLUMNS, "spec", "numeric"])
     return pd.concat(frames, ignore_index=True)
 
 
