@@ -7,8 +7,10 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from suite.bench.perf import targets
+from tests.conftest import fast_or_exhaustive
 
 ROOT = Path(__file__).parent.parent
 
@@ -86,11 +88,16 @@ def test_bench_modules_import_in_one_direction():
         assert "suite.bench.perf" not in imported, name
 
 
-def test_the_gpu_bench_trains_every_span_through_the_compiled_sweep_step_on_the_cpu():
+GPU_BENCH_CONFIGS = [("rope", "full", "sdpa"), ("alibi", "swa", "sdpa"), ("t5", "chunked", "sdpa")]
+
+
+# make test compiles one span (a sliding window), make test-exhaustive every span
+@pytest.mark.parametrize("spans", fast_or_exhaustive(["window", "every"], ["window"]))
+def test_the_gpu_bench_trains_through_the_compiled_sweep_step_on_the_cpu(spans):
     from suite.bench.gpu import report, step_rows
 
     # the GPU command's code path, shrunk: tiny model, fp32, the aot_eager backend (no C++ compiler)
-    configs = [("rope", "full", "sdpa"), ("alibi", "swa", "sdpa"), ("t5", "chunked", "sdpa")]
+    configs = GPU_BENCH_CONFIGS if spans == "every" else GPU_BENCH_CONFIGS[1:2]
     extra = ["model=tiny", "train.seq_len=40", "train.batch_size=2", "train.precision=fp32", "eval.multiples=[1]"]
     rows = step_rows(configs, extra, device="cpu", backend="aot_eager", steps=1, budget_s=600)
     assert [(r["scheme"], r["span"], r["path"]) for r in rows] == configs
@@ -98,7 +105,7 @@ def test_the_gpu_bench_trains_every_span_through_the_compiled_sweep_step_on_the_
     skipped = step_rows(configs[:1], extra, device="cpu", backend="aot_eager", steps=1, budget_s=-1)
     assert skipped[0]["skipped"].startswith("over the")
     text = report(pd.DataFrame(rows + skipped), measured=100.0, datasheet=None, device="cpu")
-    assert "mfu_measured" in text and "not known for this device" in text and "- skipped rope full sdpa" in text
+    assert "mfu_measured" in text and "not known for this device" in text and f"- skipped {' '.join(configs[0])}" in text
 
 
 def test_the_gpu_bench_knows_the_datasheet_peak_of_common_devices():

@@ -199,7 +199,8 @@ def test_there_are_at_least_sixty_hostile_cases():
 # The range rules of the schema and Hydra's own key and type errors each take one code path
 # (tests/test_schema.py checks every range in-process): make test runs a few of each through the
 # CLI, make test-exhaustive the rest; every other case is its own path and runs in both.
-RANGE_CASES = {"d-model-zero", "layers-zero", "examples-zero", "eval-batch-zero", "eval-seed-negative",
+RANGE_CASES = {"lr-infinite", "plus-key-top",
+               "d-model-zero", "layers-zero", "examples-zero", "eval-batch-zero", "eval-seed-negative",
                "multiples-below-one", "diagnostics-every-negative", "batch-zero", "warmup-negative", "clip-zero",
                "betas-range", "min-lr-ratio", "seq-len-short", "seed-negative", "log-every-zero", "ckpt-every-negative",
                "threads-negative"}
@@ -603,9 +604,16 @@ def case_show_negative_seed(results):
 
 
 STATE_CASES = [(name[5:], fn) for name, fn in sorted(globals().items()) if name.startswith("case_")]
+# Each impossible row takes the one path of store.row_problem / run_problem, and tests/test_store.py
+# checks every such row in-process: make test runs a few of them through the report CLI, make
+# test-exhaustive the rest; every other case is its own path and runs in both.
+ROW_CASES = {"result_value_word", "result_out_of_range", "result_unknown_status", "result_share_over_negative_examples",
+             "result_eval_len_huge", "result_negative_len_ratio", "result_no_config_hash", "result_seed_word",
+             "result_wall_word", "result_negative_loss", "result_deeply_nested"}
+FAST_STATE = [case for case in STATE_CASES if case[0] not in ROW_CASES]
 
 
-@pytest.mark.parametrize("name,case", STATE_CASES, ids=[c[0] for c in STATE_CASES])
+@pytest.mark.parametrize("name,case", fast_or_exhaustive(STATE_CASES, FAST_STATE), ids=[c[0] for c in STATE_CASES])
 def test_damaged_state_is_named_and_nothing_stored_is_lost(stored_run, tmp_path, name, case):
     results = tmp_path / "results"
     shutil.copytree(stored_run, results)

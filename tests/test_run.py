@@ -36,7 +36,7 @@ def test_execute_writes_one_long_format_file_and_skips_when_rerun(tmp_path):
     path = execute(spec, results_dir=tmp_path, progress=False)
     assert path.parent == tmp_path / "t" and path.name.startswith("alibi-uniform-copy-s0-")
     df = store.load(tmp_path / "t")
-    assert list(df.columns) == [*store.COLUMNS, "spec"]  # each row also carries its run's stored spec (JSON)
+    assert list(df.columns) == [*store.COLUMNS, "spec", "numeric"]  # each row also carries its run's spec (JSON) and numeric signature
     assert set(df.eval_len) == {16, 32} and set(df.len_ratio) == {1.0, 2.0}
     assert {"exact_match", "token_accuracy", "loss"} <= set(df.metric)
     assert (df.status == "ok").all() and (df.spec_hash == spec.run_id).all() and (df.task == "copy").all()
