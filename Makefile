@@ -35,7 +35,7 @@ test: install ## run the test suite on every core (TEST_JOBS=auto), printing the
 test-exhaustive: install ## the rest of the parametrized grids (every scheme x span x path); CI runs it after make test
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal --durations=15 -m exhaustive tests
 
-sweep: install ## run a sweep (SWEEP=default|kz|windows|hybrids|zoo|gpu), then its report
+sweep: install ## run a sweep (SWEEP=default|kz|windows|hybrids|zoo|recipe|gpu), then its report
 	$(BIN)/python -m suite.run +sweep=$(SWEEP) $(ARGS)
 	$(MAKE) --no-print-directory report SWEEP=$(SWEEP)
 
