@@ -258,10 +258,11 @@ def _set_row(key, value):
     return change
 
 
-def _rerun(results: Path, *extra: str):
+def _rerun(results: Path, *extra: str, prelude: str = ""):
+    """The stored run's own command (``prelude`` first in its process, to patch a writer, say)."""
     return lambda: run_cli(RUN, ["task=copy", "train.steps=3", "eval.n_examples=4", "eval.multiples=[1,2]", "logger=none",
                          f"results_dir={results}", "sweep_name=h", f"hydra.run.dir={results.parent / 'h2'}", *extra],
-                   cwd=results.parent)
+                   cwd=results.parent, prelude=prelude)
 
 
 def _report(results: Path, *extra: str):
@@ -412,26 +413,20 @@ def case_disk_full_result(results):
         assert rc == 0 and "training finished earlier" in text, text[-2000:]
         assert _result_file(results).is_file()
 
-    return (lambda: run_cli(RUN, ["task=copy", "train.steps=3", "eval.n_examples=4", "eval.multiples=[1,2]", "logger=none",
-                                  f"results_dir={results}", "sweep_name=h", f"hydra.run.dir={results.parent / 'h5'}"],
-                            cwd=results.parent, prelude=_full_disk("/.rope-")),
+    return (_rerun(results, prelude=_full_disk("/.rope-")),
             1, r"could not write .*/h/\.rope-uniform-copy-.*: No space left on device", set(), after)
 
 
 def case_disk_full_model(results):
     shutil.rmtree(results / "h")
-    return (lambda: run_cli(RUN, ["task=copy", "train.steps=3", "eval.n_examples=4", "eval.multiples=[1,2]", "logger=none",
-                          f"results_dir={results}", "sweep_name=h", f"hydra.run.dir={results.parent / 'h6'}"],
-                    cwd=results.parent, prelude=_full_disk("model.pt")),
+    return (_rerun(results, prelude=_full_disk("model.pt")),
             1, r"could not write .*model\.pt\.tmp: No space left on device", set(),
             lambda results: not (_work(results) / "trained.json").exists() or pytest.fail("a marker without its model"))
 
 
 def case_disk_full_checkpoint(results):
     shutil.rmtree(results / "h")
-    return (lambda: run_cli(RUN, ["task=copy", "train.steps=3", "eval.n_examples=4", "eval.multiples=[1,2]", "logger=none", "ckpt_every=1",
-                          f"results_dir={results}", "sweep_name=h", f"hydra.run.dir={results.parent / 'h7'}"],
-                    cwd=results.parent, prelude=_full_disk("ckpt")),
+    return (_rerun(results, "ckpt_every=1", prelude=_full_disk("ckpt")),
             1, r"could not write .*ckpt\.tmp: No space left on device")
 
 
@@ -454,54 +449,44 @@ def case_lmeval_unknown_run(results):
             2, r"no run 'nosuch-run'")
 
 
-def case_result_share_over_no_example(results):
-    bad = _edit_result(results, _set_row("n", 0))
-    return _report(results), 0, rf"skipping results file {re.escape(str(bad))}: row 0: .* over n = 0 examples"
+def _drop(key):
+    def change(payload):
+        for row in payload["rows"]:
+            row.pop(key)
+    return change
 
 
-def case_result_share_over_negative_examples(results):
-    bad = _edit_result(results, _set_row("n", -5))
-    return _report(results), 0, rf"skipping results file {re.escape(str(bad))}: row 0: n -5 is not a whole number >= 0"
+def _first_loss(value):
+    def change(payload):
+        next(r for r in payload["rows"] if r["metric"] == "loss")["value"] = value
+    return change
 
 
-def case_result_unknown_task(results):
-    bad = _edit_result(results, _set_row("task", "no_such_task"))
-    return _report(results), 0, rf"skipping results file {re.escape(str(bad))}: row 0: task 'no_such_task' is not one of the run's tasks"
+# impossible rows, each in a second file beside the good one: (change, what the report says after
+# "skipping results file <file>: ")
+BAD_ROWS = {
+    "share_over_no_example": (_set_row("n", 0), r"row 0: .* over n = 0 examples"),
+    "share_over_negative_examples": (_set_row("n", -5), r"row 0: n -5 is not a whole number >= 0"),
+    "unknown_task": (_set_row("task", "no_such_task"), r"row 0: task 'no_such_task' is not one of the run's tasks"),
+    "eval_len_huge": (_set_row("eval_len", 1e30), r"row 0: eval_len 1e\+30 is not one of the run's lengths"),
+    "negative_len_ratio": (_set_row("len_ratio", -1.0), r"row 0: len_ratio -1\.0 is not eval_len / train_len"),
+    "no_positions": (_drop("positions"), r"row 0: row without positions"),
+    "no_config_hash": (_drop("config_hash"), r"row 0: row without config_hash"),
+    "seed_word": (_set_row("seed", "zero"), r"row 0: seed 'zero' is not a whole number"),
+    "wall_word": (_set_row("wall_s", "long"), r"row 0: wall_s 'long' is not a number"),
+    "negative_loss": (_first_loss(-1.0), r"row \d+: loss = -1\.0 is outside \[0, inf\]"),
+}
 
 
-def case_result_eval_len_huge(results):
-    bad = _edit_result(results, _set_row("eval_len", 1e30))
-    return _report(results), 0, rf"skipping results file {re.escape(str(bad))}: row 0: eval_len 1e\+30 is not one of the run's lengths"
+def _bad_row_case(change, says):
+    def case(results):
+        bad = _edit_result(results, change)
+        return _report(results), 0, rf"skipping results file {re.escape(str(bad))}: {says}"
+    return case
 
 
-def case_result_negative_len_ratio(results):
-    bad = _edit_result(results, _set_row("len_ratio", -1.0))
-    return _report(results), 0, rf"skipping results file {re.escape(str(bad))}: row 0: len_ratio -1\.0 is not eval_len / train_len"
-
-
-def case_result_no_positions(results):
-    bad = _edit_result(results, lambda p: [row.pop("positions") for row in p["rows"]])
-    return _report(results), 0, rf"skipping results file {re.escape(str(bad))}: row 0: row without positions"
-
-
-def case_result_no_config_hash(results):
-    bad = _edit_result(results, lambda p: [row.pop("config_hash") for row in p["rows"]])
-    return _report(results), 0, rf"skipping results file {re.escape(str(bad))}: row 0: row without config_hash"
-
-
-def case_result_seed_word(results):
-    bad = _edit_result(results, _set_row("seed", "zero"))
-    return _report(results), 0, rf"skipping results file {re.escape(str(bad))}: row 0: seed 'zero' is not a whole number"
-
-
-def case_result_wall_word(results):
-    bad = _edit_result(results, _set_row("wall_s", "long"))
-    return _report(results), 0, rf"skipping results file {re.escape(str(bad))}: row 0: wall_s 'long' is not a number"
-
-
-def case_result_negative_loss(results):
-    bad = _edit_result(results, lambda p: next(r for r in p["rows"] if r["metric"] == "loss").update(value=-1.0))
-    return _report(results), 0, rf"skipping results file {re.escape(str(bad))}: row \d+: loss = -1\.0 is outside \[0, inf\]"
+for _name, (_change, _says) in BAD_ROWS.items():
+    globals()[f"case_result_{_name}"] = _bad_row_case(_change, _says)
 
 
 def case_result_deeply_nested(results):
@@ -568,9 +553,7 @@ def case_disk_full_in_torch_save(results):
                "    raise RuntimeError('[enforce fail at inline_container.cc:664] . unexpected pos 320 vs 256: '\n"
                "                       'PytorchStreamWriter failed writing file data/0: file write failed')\n"
                "torch.save = save_\n")
-    return (lambda: run_cli(RUN, ["task=copy", "train.steps=3", "eval.n_examples=4", "eval.multiples=[1,2]", "logger=none",
-                                  f"results_dir={results}", "sweep_name=h", f"hydra.run.dir={results.parent / 'h8'}"],
-                            cwd=results.parent, prelude=prelude),
+    return (_rerun(results, prelude=prelude),
             1, r"could not write .*model\.pt\.tmp: torch\.save could not write the file")
 
 
@@ -581,9 +564,7 @@ def case_interrupted(results):
                "def interrupt(*a, **k):\n"
                "    raise KeyboardInterrupt\n"
                "loop.train_step = interrupt\n")
-    return (lambda: run_cli(RUN, ["task=copy", "train.steps=3", "eval.n_examples=4", "eval.multiples=[1,2]", "logger=none",
-                                  f"results_dir={results}", "sweep_name=h", f"hydra.run.dir={results.parent / 'h9'}"],
-                            cwd=results.parent, prelude=prelude),
+    return (_rerun(results, prelude=prelude),
             130, r"interrupted: what was stored is kept; rerunning the same command resumes from the last checkpoint")
 
 
