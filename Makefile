@@ -15,7 +15,7 @@ TASKS  ?= posbench_core
 NODE_WHEELS ?= "hydra-core==1.3.8" "omegaconf==2.3.1" "hydra-joblib-launcher==1.2.0" "tabulate==0.10.0" "packaging==26.4"
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-exhaustive sweep report report-check bench bench-gpu wheelhouse summary lmeval clean
+.PHONY: help install test test-exhaustive sweep report publish report-check bench bench-gpu wheelhouse summary lmeval clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -35,16 +35,20 @@ test: install ## run the test suite on every core (TEST_JOBS=auto), printing the
 test-exhaustive: install ## the rest of the parametrized grids (every scheme x span x path); CI runs it after make test
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal --durations=15 -m exhaustive tests
 
-sweep: install ## run a sweep (SWEEP=default|kz|windows|hybrids|zoo|recipe|gpu), then its report
+sweep: install ## run a sweep (SWEEP=default|kz|windows|hybrids|zoo|recipe|gpu), then its report; RESUME=published first unpacks published/<sweep>.jsonl.gz so its runs are not trained again
+	$(if $(filter published,$(RESUME)),$(BIN)/python -m suite.results.shipped unpack $(SWEEP),$(if $(RESUME),@echo "RESUME=$(RESUME): valid: published"; exit 2))
 	$(BIN)/python -m suite.run +sweep=$(SWEEP) $(ARGS)
 	$(MAKE) --no-print-directory report SWEEP=$(SWEEP)
 
-report: install ## build reports/<sweep>/ from results/<sweep>/: leaderboards, MRR, plots (SWEEP=..., METRIC=..., WANDB=offline|online, PROJECT=..., ENTITY=...)
-	$(BIN)/python -m suite.report $(SWEEP) $(if $(METRIC),--metric $(METRIC)) $(if $(WANDB),--wandb $(WANDB)) $(if $(PROJECT),--project $(PROJECT)) $(if $(ENTITY),--entity $(ENTITY))
+report: install ## build reports/<sweep>/ from results/<sweep>/, else from published/<sweep>.jsonl.gz (FROM=results|published, BESIDE=<folder or .jsonl.gz>, METRIC=..., WANDB=offline|online, PROJECT=..., ENTITY=...)
+	$(BIN)/python -m suite.report $(SWEEP) $(if $(FROM),--from $(FROM)) $(foreach b,$(BESIDE),--beside $(b)) $(if $(METRIC),--metric $(METRIC)) $(if $(WANDB),--wandb $(WANDB)) $(if $(PROJECT),--project $(PROJECT)) $(if $(ENTITY),--entity $(ENTITY))
 
 report-check: install ## open every reports/*/index.html in headless Chromium and check what a reader sees (apt-get install chromium)
 	$(BIN)/pip install -q -e ".[check]"
 	$(BIN)/python -m suite.report.check $(patsubst %/index.html,%,$(wildcard reports/*/index.html))
+
+publish: install ## pack results/<sweep>/ into published/<sweep>.jsonl.gz, the rows a published report is rebuilt from
+	$(BIN)/python -m suite.results.shipped pack $(SWEEP)
 
 bench: install ## measure speed and memory side by side; writes reports/perf/
 	$(BIN)/python -m suite.bench.perf

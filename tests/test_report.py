@@ -142,6 +142,40 @@ def test_report_tables_from_a_fixture_store(fixture_store, tmp_path):
     assert "data:image/png;base64," in page and (out / "plots" / "copy.png").stat().st_size > 1000
 
 
+def test_a_run_below_the_learning_bar_at_l_is_marked_in_every_table(fixture_store, tmp_path):
+    # at L = 32: rope seed 0 scores 1.0, seed 1 0.8 (< 0.9: not learned); alibi 0.9 (exactly the bar: learned);
+    # learned 0.95. The mark is the run's, on every length of its scheme's row.
+    with pytest.warns(UserWarning, match="junk.json"):
+        df = store.load(fixture_store / "fx")
+    board = tables.leaderboard(df)
+    marks = board.drop_duplicates("scheme").set_index("scheme")
+    assert marks.not_learned.to_dict() == {"alibi": 0, "learned": 0, "rope": 1}
+    assert marks.runs.to_dict() == {"alibi": 1, "learned": 1, "rope": 2}
+    assert list(tables.pivot(board, "copy").index) == ["alibi", "rope (1 of 2 not learned)", "learned"]
+    out = render.write(df, "fx", tmp_path / "rep")
+    md = (out / "index.md").read_text()
+    assert "| rope (1 of 2 not learned) |" in md and "| copy 1 of 2 " in md  # task table, MRR's column
+    assert "keeps its scores in its cell and in the MRR" in md and "(1 of 4 runs)" in md
+    csv = pd.read_csv(out / "leaderboard.csv").set_index(["scheme", "eval_len"])
+    assert csv.loc[("rope", 64), "not_learned"] == 1 and csv.loc[("alibi", 64), "not_learned"] == 0
+    power = pd.read_csv(out / "power.csv").set_index("task")
+    assert (power.loc["copy", "not_learned"], power.loc["copy", "runs"]) == (1, 4)
+
+
+def test_power_reports_the_interval_half_widths_at_the_first_length_beyond_l(fixture_store):
+    # at 64 (the first length beyond 32): rope's two seeds 0.2, 0.4 give a t interval clipped to [0, 1]
+    # (half-width 0.5); alibi's one seed 0.7 over 10 examples a Wilson interval [0.3968, 0.8922] (0.2477);
+    # learned has no score there. Median (0.5 + 0.2477) / 2, largest 0.5.
+    with pytest.warns(UserWarning, match="junk.json"):
+        df = store.load(fixture_store / "fx")
+    power = tables.power(tables.leaderboard(df)).set_index("task")
+    assert power.loc["copy", "max_half_width"] == pytest.approx(0.5)
+    assert power.loc["copy", "median_half_width"] == pytest.approx((0.5 + 0.2477) / 2, abs=1e-4)
+    r = render.build(df, "fx")
+    assert r["half_median"] == pytest.approx((0.5 + 0.2477) / 2, abs=1e-4) and r["half_max"] == pytest.approx(0.5)
+    assert "the median is 0.374 and the largest 0.500" in render.markdown(r)
+
+
 def test_cli_takes_a_metric_for_every_task(fixture_store, tmp_path, capsys):
     from suite.report.__main__ import main
 
@@ -205,7 +239,9 @@ def test_evaluation_splits_are_scored_apart_and_other_slices_are_not_boards(tmp_
     assert boards[("flipflop", "dense")].set_index("scheme").loc["rope", "mean"] == pytest.approx(0.95)
     out = render.write(df, "fx", tmp_path / "rep")
     md = (out / "index.md").read_text()
-    assert "### flipflop, split sparse" in md and "| rope     | 0.70 [" in md and "| rope     | 0.95 [" in md
+    # both runs score below 0.9 on the whole task at L (0.8, 0.85): the split tables carry the task's mark
+    assert "### flipflop, split sparse" in md
+    assert "| rope (2 of 2 not learned) | 0.70 [" in md and "| rope (2 of 2 not learned) | 0.95 [" in md
     csv = pd.read_csv(out / "splits.csv").set_index("split")
     assert list(csv.columns[:3]) == ["scheme", "task", "eval_len"] and csv.loc["sparse", "mean"] == 0.7
     render.write(df[df.slice == "all"], "fx", tmp_path / "rep")  # a sweep without splits leaves no old table

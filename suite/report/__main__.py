@@ -1,5 +1,11 @@
-"""``python -m suite.report <sweep> [--results results] [--out reports] [--tie min|average]
-[--metric METRIC] [--threshold X] [--wandb offline|online [--project P] [--entity E]]``."""
+"""``python -m suite.report <sweep> [--results results] [--from auto|results|published] [--beside PATH ...]
+[--out reports] [--tie min|average] [--metric METRIC] [--threshold X] [--wandb offline|online [--project P] [--entity E]]``.
+
+The rows come from ``<results>/<sweep>/`` (your runs) or, with ``--from published`` or when that
+folder holds none, from the sweep's shipped rows ``published/<sweep>.jsonl.gz``
+(``suite.results.shipped``). ``--beside`` adds other sources (a results folder or a shipped file),
+each configuration of each source in cells of its own, labelled by the source.
+"""
 from __future__ import annotations
 
 import argparse
@@ -7,8 +13,11 @@ import sys
 import warnings
 from pathlib import Path
 
+import pandas as pd
+
 from suite import files
-from suite.results import store
+
+from suite.results import shipped, store
 from suite.results.metrics import METRICS
 from suite.report import render, tables
 
@@ -17,6 +26,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m suite.report", description="Build a sweep's leaderboard.")
     p.add_argument("sweep", help="sweep name: reads <results>/<sweep>/, writes <out>/<sweep>/")
     p.add_argument("--results", default="results")
+    p.add_argument("--from", dest="source", default="auto", choices=["auto", "results", "published"],
+                   help="auto: <results>/<sweep>/ when it holds runs, else published/<sweep>.jsonl.gz")
+    p.add_argument("--published", default=shipped.FOLDER, help="the folder of shipped result files")
+    p.add_argument("--beside", action="append", default=[], metavar="PATH",
+                   help="also show the runs of PATH (a results folder or a .jsonl.gz), in cells of their own")
     p.add_argument("--out", default="reports")
     p.add_argument("--tie", default="min", choices=tables.TIE_RULES,
                    help="MRR tie rule: min (ties share the best rank) or average")
@@ -30,21 +44,35 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if (problem := files.sweep_name_problem(args.sweep)) is not None:  # it names a folder under --out too
         p.exit(2, f"{p.prog}: error: sweep {problem}\n")
-    folder = Path(args.results) / args.sweep
+    folder, published = Path(args.results) / args.sweep, shipped.path_of(args.sweep, args.published)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        df = store.load(folder)
+        df = store.load(folder) if args.source != "published" and folder.is_dir() else store.load_empty()
+        source = folder
+        if df.empty and args.source != "results" and shipped.is_shipped(published):
+            df, source = store.load(published), published
+        beside = []
+        for extra in args.beside:
+            if not Path(extra).exists():
+                p.exit(2, f"{p.prog}: error: --beside {extra}: no such folder or file\n")
+            beside.append(store.load(extra).assign(source=str(extra)))
     for w in caught:
         print(f"warning: {w.message}", file=sys.stderr)
     if df.empty:
-        print(f"no results under {folder}", file=sys.stderr)
+        where = folder if args.source == "results" else f"{folder} or {published}"
+        print(f"no results under {where}", file=sys.stderr)
         return 1
+    if source != folder:
+        print(f"reading the published rows {source} ({df.run_id.nunique()} runs)")
+    df = df.assign(source=None)
+    if beside:
+        df = pd.concat([df, *beside], ignore_index=True)
     ranked = sorted(m for m in set(df.metric) if m in METRICS and METRICS[m].higher_is_better is not None)
     if args.metric is not None and args.metric not in ranked:
         why = ("a measurement with no better direction, not a score" if args.metric in METRICS
                and args.metric in set(df.metric) else f"no stored row under {folder} has it")
         p.exit(2, f"{p.prog}: error: --metric {args.metric!r}: {why}; valid: {', '.join(ranked)}\n")
-    r = render.build(df, args.sweep, args.tie, args.threshold, args.metric)
+    r = render.build(df, args.sweep, args.tie, args.threshold, args.metric, source=str(source))
     if r["warning"]:
         print(f"warning: {r['warning']}", file=sys.stderr)
     out = render.save(r, Path(args.out) / args.sweep)

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import base64
 import html
-import os
-import platform
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
@@ -19,7 +16,7 @@ from suite.report.plots import plot_profiles, plot_recency, plot_summary, plot_t
 from suite.files import write_atomic
 
 THRESHOLD = 0.8
-BOARD_CSV = ["scheme", "task", "eval_len", "metric", "mean", "ci_low", "ci_high", "std", "n_seeds", "status"]
+BOARD_CSV = ["scheme", "task", "eval_len", "metric", "mean", "ci_low", "ci_high", "std", "n_seeds", "status", "not_learned"]
 MRR_CSV = ["scheme", "mrr_ood", "mrr_ood_low", "mrr_ood_high", "mrr_all", "mrr_all_low", "mrr_all_high",
            "cells_ood", "cells_all"]
 
@@ -51,7 +48,9 @@ def _numeric(runs: pd.DataFrame) -> str:
     return "; ".join(f"{label} ({n})" for label, n in sorted(counts.items()))
 
 
-def provenance(df: pd.DataFrame) -> dict:
+def provenance(df: pd.DataFrame, source: str | None = None) -> dict:
+    """Where the report's numbers come from. Nothing in it depends on when or where the report is
+    built, so the same rows always give the same files."""
     runs = df.drop_duplicates("run_id")
     stamps = pd.to_datetime(runs.timestamp, errors="coerce", utc=True)
     return {
@@ -66,18 +65,19 @@ def provenance(df: pd.DataFrame) -> dict:
         "first / last run finished": (f"{stamps.min():%Y-%m-%d %H:%M} / {stamps.max():%Y-%m-%d %H:%M} UTC"
                                       if stamps.notna().any() else "not recorded"),
         "numeric signature (runs)": _numeric(runs),
-        "report built": f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.machine()} "
-                        f"({platform.system()}, {os.cpu_count()} CPUs)",
+        "rows read from": source or "not recorded",
     }
 
 
 def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = THRESHOLD,
-          metric: str | None = None) -> dict:
+          metric: str | None = None, source: str | None = None) -> dict:
     """Every table of the report, computed once. ``metric``: score every task by this metric
     instead of the task's own headline metric."""
     board = tables.leaderboard(df, metric)
     mrr = tables.mrr_intervals(df, tie, metric)
     power = tables.power(board)
+    half = tables.first_ood_half_widths(board)
+    runs = board.drop_duplicates(["scheme", "task"])
     ref = references.load(sweep)
     task_names = sorted(df.task.dropna().unique())
     return {
@@ -87,10 +87,13 @@ def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = THR
         "tasks": sorted(board.task.unique()), "effective": tables.effective_length(board, threshold),
         "summary_plot": plot_summary(board, list(mrr.scheme)),
         "power": power, "tied_share": tables.tied_share(power),
+        "half_median": half.median() if len(half) else float("nan"), "half_max": half.max() if len(half) else float("nan"),
+        "not_learned": int(runs.not_learned.sum()), "runs": int(runs.runs.sum()),
+        "mrr_marks": _mrr_marks(board),
         "breakdowns": {c: tables.breakdown(df, c, metric) for c in tables.varied(df)},
         "splits": tables.split_boards(df, metric),
         "recency": tables.recency_table(df), "recency_plot": plot_recency(df), "profile_plot": plot_profiles(df),
-        "provenance": provenance(df), "code_groups": tables.code_groups(df), "warning": tables.stale_code_warning(df),
+        "provenance": provenance(df, source), "code_groups": tables.code_groups(df), "warning": tables.stale_code_warning(df),
         "reference": ref,
         "ref_paper": references.paper_scores(ref) if ref else None,
         "ref_ours": references.our_scores(ref, board) if ref else None,
@@ -143,7 +146,10 @@ def _mrr_text(r: dict) -> str:
             f"last. OOD: cells beyond the training length (eval_len > train_len), the headline; all: every "
             f"cell. Intervals: 95 % percentile bootstrap, {tables.BOOTSTRAP_REPS} replicates (seed "
             f"{tables.BOOTSTRAP_SEED}), each resampling every (scheme, task)'s seeds with replacement and "
-            f"recomputing cell means, ranks and MRR. Sorted by OOD MRR; 'overlaps next' says whether a "
+            f"recomputing cell means, ranks and MRR. A run that did not learn its task (headline score below "
+            f"{tables.LEARNED_AT} at the training length) keeps its scores in its cell and in the MRR, as every "
+            f"run does; the mark '(k of n not learned)' beside a scheme, in this table and in each task's, says "
+            f"where a cell mixes not having learned with not generalizing. Sorted by OOD MRR; 'overlaps next' says whether a "
             f"scheme's OOD interval overlaps the next-ranked scheme's: overlapping neighbours are not "
             f"separated by this sweep, and their order may be noise.")
 
@@ -154,7 +160,14 @@ def _power_text(r: dict) -> str:
             f"{tables.TIED_BELOW}, the MRR's tie margin, so every scheme there shares rank 1 (cells with at "
             f"least two scheme means). Overall, "
             f"{'no' if pd.isna(r['tied_share']) else format(r['tied_share'], '.0%')} of cells are tied "
-            f"across all schemes.")
+            f"across all schemes. Half-width: half the width of a cell's 95 % interval at the first eval length "
+            f"beyond training; over every such cell, the median is {_fmt_or_none(r['half_median'])} and the "
+            f"largest {_fmt_or_none(r['half_max'])}. Not learned: runs whose headline score at the training "
+            f"length stays below {tables.LEARNED_AT} ({r['not_learned']} of {r['runs']} runs).")
+
+
+def _fmt_or_none(x) -> str:
+    return "none" if pd.isna(x) else f"{x:.3f}"
 
 
 def effective_display(t: pd.DataFrame) -> pd.DataFrame:
@@ -162,13 +175,24 @@ def effective_display(t: pd.DataFrame) -> pd.DataFrame:
     return t.apply(lambda col: col.map(lambda v: f"{int(v)} tokens" if pd.notna(v) and v > 0 else tables.EMPTY))
 
 
-def mrr_display(m: pd.DataFrame) -> pd.DataFrame:
+def _mrr_marks(board: pd.DataFrame) -> dict[str, str]:
+    """{scheme: 'copy 1 of 5, vt 2 of 5'}: the tasks on which some of a scheme's runs did not learn."""
+    rows = board.drop_duplicates(["scheme", "task"])
+    rows = rows[rows.not_learned > 0].sort_values("task")
+    return {s: ", ".join(f"{t} {k} of {n}" for t, k, n in zip(g.task, g.not_learned, g.runs))
+            for s, g in rows.groupby("scheme")}
+
+
+def mrr_display(m: pd.DataFrame, marks: dict[str, str] | None = None) -> pd.DataFrame:
     def cell(name):
         return [f"{a:.2f} [{lo:.2f}, {hi:.2f}]" if pd.notna(a) else tables.EMPTY
                 for a, lo, hi in zip(m[name], m[f"{name}_low"], m[f"{name}_high"])]
 
-    return pd.DataFrame({"scheme": m.scheme, "MRR (OOD)": cell("mrr_ood"), "MRR (all)": cell("mrr_all"),
-                         "cells OOD": m.cells_ood, "cells all": m.cells_all, "overlaps next": m.overlaps_next})
+    out = pd.DataFrame({"scheme": m.scheme, "MRR (OOD)": cell("mrr_ood"), "MRR (all)": cell("mrr_all"),
+                        "cells OOD": m.cells_ood, "cells all": m.cells_all, "overlaps next": m.overlaps_next})
+    if marks is not None:
+        out["not learned"] = [marks.get(s, "") for s in m.scheme]
+    return out
 
 
 def _ref_display(t: pd.DataFrame, whose: str) -> pd.DataFrame:
@@ -199,7 +223,7 @@ def markdown(r: dict) -> str:
         out += [f"> **Warning: {r['warning']}**", ""]
     if r["summary_plot"] is not None:
         out += ["![summary: every scheme on every task at the first length beyond training](plots/summary.png)", ""]
-    out += ["## Mean Reciprocal Rank", "", _mrr_text(r), "", mrr_display(r["mrr"]).to_markdown(index=False), "",
+    out += ["## Mean Reciprocal Rank", "", _mrr_text(r), "", mrr_display(r["mrr"], r["mrr_marks"]).to_markdown(index=False), "",
             "## How to read the tables", "", _intro(r), "", r["metrics"].to_markdown(index=False), ""]
     for task in r["tasks"]:
         out += [f"## {task}", "", _md(tables.pivot(r["board"], task)), "",
@@ -242,7 +266,7 @@ def html_page(r: dict, plots: dict[str, bytes]) -> str:
         parts += [f'<img id="summary" alt="summary: every scheme on every task at the first length beyond training" '
                   f'src="data:image/png;base64,{img}">']
     parts += ["<h2>Mean Reciprocal Rank</h2>", f"<p>{esc(_mrr_text(r))}</p>",
-              _table_html(mrr_display(r["mrr"]), index=False).replace("<table", '<table id="mrr"', 1),
+              _table_html(mrr_display(r["mrr"], r["mrr_marks"]), index=False).replace("<table", '<table id="mrr"', 1),
               "<h2>How to read the tables</h2>", f"<p>{esc(_intro(r))}</p>", _table_html(r["metrics"], index=False)]
     for task in r["tasks"]:
         img = base64.b64encode(plots[task]).decode()

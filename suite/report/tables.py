@@ -37,6 +37,7 @@ CONFIG_COLUMNS = ("model", "n_layers", "d_model", "n_heads", "pattern", "positio
 BOOTSTRAP_REPS = 1000
 BOOTSTRAP_SEED = 0
 TIED_BELOW = 0.01  # the one tie rule: two means closer than this are tied (power and MRR alike)
+LEARNED_AT = 0.9  # a run has learned its task when its headline score at the training length reaches this
 SPLIT = "split"  # the slice field naming an evaluation split: a distribution the task's eval_generate draws from
 
 
@@ -77,7 +78,8 @@ def primary(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
     """Overall rows of each task's headline metric (or of ``metric`` for every task), with
     ``config`` and ``scheme`` columns; cells that are not ``ok`` keep their status and a NaN value.
 
-    A scheme label that covers more than one configuration on one task is split on every task, each
+    Rows with a ``source`` (runs placed beside the sweep's, ``python -m suite.report --beside``) form
+    cells of their own, labelled 'rope [path]'. A scheme label that covers more than one configuration on one task is split on every task, each
     configuration named by the settings that differ ("alibi steps=80", ``labels.split_labels``),
     so no cell pools them. One model per task (a config hash per task) is no reason to split a label.
     """
@@ -89,6 +91,10 @@ def primary(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
         return d.assign(scheme=pd.Series(dtype=str), config=pd.Series(dtype=str))
     d["config"] = config_key(d)
     base = d.apply(scheme_label, axis=1)
+    if "source" in d and d.source.notna().any():  # runs placed beside the sweep's own: cells of their own
+        other = d.source.notna()
+        d.loc[other, "config"] = d.config[other] + "@" + d.source[other].astype(str)
+        base = base.where(~other, base + " [" + d.source.astype(str) + "]")
     per_task = d.config.groupby([base, d.task]).transform("nunique")
     split = per_task.groupby(base).transform("max") > 1
     suffix = pd.Series("", index=d.index)
@@ -130,12 +136,44 @@ def leaderboard(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
     or why the cell is empty."""
     d = primary(df, metric)
     cols = ["scheme", "task", "eval_len", "mean", "std", "n", "ci_low", "ci_high", "metric", "train_len",
-            "config", "status"]
+            "config", "status", "not_learned", "runs"]
     if d.empty:
         return pd.DataFrame(columns=cols)
     out = d.groupby(["scheme", "task", "eval_len"], sort=True).apply(_cell, include_groups=False).reset_index()
     out["n"] = out["n"].astype(int)
+    counts = not_learned(d)
+    out = out.merge(counts, on=["scheme", "task"], how="left")
+    out[["not_learned", "runs"]] = out[["not_learned", "runs"]].fillna(0).astype(int)
     return out[cols]
+
+
+def learned(d: pd.DataFrame) -> pd.Series:
+    """Per run (index run_id) of ``primary`` rows: whether its score at the training length reaches
+    ``LEARNED_AT`` of its metric's best value (a run without a score there has not learned). Only
+    metrics in a bounded range where higher is better are judged; other runs count as learned."""
+    judged = d.metric.map(lambda m: metric_of(m).higher_is_better is True and math.isfinite(metric_of(m).high))
+    at_l = d[judged & (d.eval_len == d.train_len)]
+    best = at_l.metric.map(lambda m: metric_of(m).high).astype(float)
+    ok = (at_l.value.astype(float) >= LEARNED_AT * best).groupby(at_l.run_id).any()
+    runs = pd.Series(True, index=pd.Index(d.run_id.unique(), name="run_id"))
+    judged_runs = d[judged].run_id.unique()
+    runs[judged_runs] = ok.reindex(judged_runs, fill_value=False).values
+    return runs
+
+
+def not_learned(d: pd.DataFrame) -> pd.DataFrame:
+    """``scheme, task, not_learned, runs``: how many of each cell row's runs have not learned
+    their task at the training length (``learned``), out of how many."""
+    ok = learned(d)
+    runs = d.drop_duplicates(["scheme", "task", "run_id"])[["scheme", "task", "run_id"]]
+    runs = runs.assign(miss=~runs.run_id.map(ok).astype(bool))
+    return runs.groupby(["scheme", "task"]).agg(not_learned=("miss", "sum"), runs=("run_id", "size")).reset_index()
+
+
+def learned_mark(not_learned_count: int, runs: int) -> str:
+    """'' or ' (1 of 5 not learned)': the mark every table puts beside a scheme whose runs include
+    one that did not learn its task at the training length."""
+    return f" ({int(not_learned_count)} of {int(runs)} not learned)" if not_learned_count else ""
 
 
 def split_boards(df: pd.DataFrame, metric: str | None = None) -> dict[tuple[str, str], pd.DataFrame]:
@@ -147,8 +185,16 @@ def split_boards(df: pd.DataFrame, metric: str | None = None) -> dict[tuple[str,
         return {}
     d = df[df.slice.str.startswith(f"{SPLIT}=")]
     d = d[d.slice.map(lambda s: list(parse_slice(s)) == [SPLIT]).astype(bool)]
-    return {(task, parse_slice(s)[SPLIT]): leaderboard(g.assign(slice="all"), metric)
-            for (task, s), g in d.groupby(["task", "slice"], sort=True)}
+    if d.empty:
+        return {}
+    whole = not_learned(primary(df, metric))  # learning is judged on the whole task, never on one split
+    out = {}
+    for (task, s), g in d.groupby(["task", "slice"], sort=True):
+        board = leaderboard(g.assign(slice="all"), metric).drop(columns=["not_learned", "runs"])
+        marks = board.merge(whole, on=["scheme", "task"], how="left")
+        board[["not_learned", "runs"]] = marks[["not_learned", "runs"]].fillna(0).astype(int).to_numpy()
+        out[(task, parse_slice(s)[SPLIT])] = board
+    return out
 
 
 def _arrays(board: pd.DataFrame):
@@ -302,12 +348,33 @@ def power(board: pd.DataFrame, tied_below: float = TIED_BELOW) -> pd.DataFrame:
         first = firsts[firsts.task == task]
         gaps = g.groupby("eval_len")["mean"].agg(gap).dropna()
         tied = int((gaps < tied_below).sum())
+        half = half_widths(first)
+        per_scheme = g.drop_duplicates("scheme")
         rows.append({"task": task, "metric": g.metric.iloc[0],
                      "first_ood_len": int(first.eval_len.min()) if len(first) else None,
                      "spread": gap(first["mean"]) if len(first) else math.nan,
-                     "tied_cells": tied, "cells": len(gaps), "tied_share": tied / len(gaps) if len(gaps) else math.nan})
-    return pd.DataFrame(rows, columns=["task", "metric", "first_ood_len", "spread", "tied_cells", "cells",
-                                       "tied_share"])
+                     "median_half_width": half.median() if len(half) else math.nan,
+                     "max_half_width": half.max() if len(half) else math.nan,
+                     "tied_cells": tied, "cells": len(gaps), "tied_share": tied / len(gaps) if len(gaps) else math.nan,
+                     "not_learned": int(per_scheme.not_learned.sum()) if "not_learned" in g else 0,
+                     "runs": int(per_scheme.runs.sum()) if "runs" in g else 0})
+    return pd.DataFrame(rows, columns=POWER_COLUMNS)
+
+
+POWER_COLUMNS = ["task", "metric", "first_ood_len", "spread", "median_half_width", "max_half_width", "tied_cells",
+                 "cells", "tied_share", "not_learned", "runs"]
+
+
+def half_widths(cells: pd.DataFrame) -> pd.Series:
+    """Half the width of each cell's 95 % interval, (ci_high - ci_low) / 2, where it has one."""
+    if not {"ci_low", "ci_high"} <= set(cells):
+        return pd.Series(dtype=float)
+    return ((cells.ci_high - cells.ci_low) / 2).dropna()
+
+
+def first_ood_half_widths(board: pd.DataFrame) -> pd.Series:
+    """Interval half-widths of every cell at its task's first eval length beyond training."""
+    return half_widths(first_ood(board))
 
 
 def tied_share(power_table: pd.DataFrame) -> float:
@@ -364,6 +431,9 @@ def pivot(board: pd.DataFrame, task: str) -> pd.DataFrame:
     train_len = b.train_len.iloc[0] if len(b) else 1
     t = t.loc[scheme_order(b)]
     t.columns = [length_header(c, train_len) for c in t.columns]
+    if "not_learned" in b:
+        marks = b.drop_duplicates("scheme").set_index("scheme")
+        t.index = [s + learned_mark(marks.not_learned[s], marks.runs[s]) for s in t.index]
     t.index.name = "scheme"
     return t
 

@@ -138,48 +138,76 @@ def numeric_label(sig: dict) -> str:
     return label(sig)
 
 
+def _files(path: Path):
+    """(name, payload or error) for every run file under the folder ``path``, or every line of the
+    shipped file ``path`` (``suite.results.shipped``)."""
+    from suite.results import shipped
+
+    if shipped.is_shipped(path):
+        yield from shipped.read(path)
+        return
+    for file in sorted(path.rglob("*.json")):
+        parts = file.relative_to(path).parts
+        if any(part.startswith("_") for part in parts) or any(WANDB_RUN_FOLDER.fullmatch(part) for part in parts[:-1]):
+            continue  # checkpoints, cached eval sets, W&B's files
+        try:
+            yield file, read_run(file)
+        except (OSError, ValueError) as err:
+            yield file, err
+
+
+def payloads(path: str | Path) -> list[tuple[Path, dict]]:
+    """The valid run payloads under ``path``, one per run id, as (where, payload): what ``load``
+    reads. Unreadable, foreign or impossible files (``row_problem``, ``run_problem``) and run ids
+    claimed with different contents are warned about by name and left out."""
+    claims: dict[tuple, list[tuple[Path, dict]]] = {}
+    for file, payload in _files(Path(path)):
+        if isinstance(payload, Exception):
+            warnings.warn(f"skipping unreadable results file {file}: {payload}", stacklevel=3)
+            continue
+        problem = _problem(payload)
+        if problem is not None:
+            warnings.warn(f"skipping results file {file}: {problem}", stacklevel=3)
+            continue
+        claims.setdefault((payload["run"].get("sweep"), payload["run"].get("run_id")), []).append((file, payload))
+    out = []
+    for (_, rid), found in claims.items():
+        contents = {json.dumps(payload, sort_keys=True) for _, payload in found}
+        if len(contents) > 1:
+            warnings.warn(f"skipping run {rid}: {len(found)} files claim it with different contents "
+                          f"({', '.join(str(f) for f, _ in found)}); none is used", stacklevel=3)
+            continue
+        for file, _ in found[1:]:
+            warnings.warn(f"skipping duplicate run {rid} in {file} (the same as {found[0][0]})", stacklevel=3)
+        out.append(found[0])
+    return out
+
+
 def load(path: str | Path) -> pd.DataFrame:
-    """All rows of the run files under ``path`` (a sweep folder or a whole results folder), each
-    with a ``spec`` column, its run's stored spec as JSON (the report names configurations by it),
-    and a ``numeric`` column, the label of the machine's numeric signature (``suite.results.numerics``).
+    """All rows of the run files under ``path`` (a sweep folder, a whole results folder, or a
+    sweep's shipped rows, ``published/<sweep>.jsonl.gz``), each with a ``spec`` column, its run's
+    stored spec as JSON (the report names configurations by it), and a ``numeric`` column, the
+    label of the machine's numeric signature (``suite.results.numerics``).
 
     Unreadable, truncated or foreign JSON files, and files holding an impossible row
     (``row_problem``) or rows their own spec cannot have produced (``run_problem``), are reported
     by name and skipped. A run id stored twice with the same contents is counted once; stored
     twice with different contents, every file claiming it is named and none is used.
     """
-    claims: dict[tuple, list[tuple[Path, dict]]] = {}
-    for file in sorted(Path(path).rglob("*.json")):
-        parts = file.relative_to(path).parts
-        if any(part.startswith("_") for part in parts) or any(WANDB_RUN_FOLDER.fullmatch(part) for part in parts[:-1]):
-            continue  # checkpoints, cached eval sets, W&B's files
-        try:
-            payload = read_run(file)
-        except (OSError, ValueError) as err:
-            warnings.warn(f"skipping unreadable results file {file}: {err}", stacklevel=2)
-            continue
-        problem = _problem(payload)
-        if problem is not None:
-            warnings.warn(f"skipping results file {file}: {problem}", stacklevel=2)
-            continue
-        claims.setdefault((payload["run"].get("sweep"), payload["run"].get("run_id")), []).append((file, payload))
     frames = []
-    for (_, rid), found in claims.items():
-        contents = {json.dumps(payload, sort_keys=True) for _, payload in found}
-        if len(contents) > 1:
-            warnings.warn(f"skipping run {rid}: {len(found)} files claim it with different contents "
-                          f"({', '.join(str(f) for f, _ in found)}); none is used", stacklevel=2)
-            continue
-        for file, _ in found[1:]:
-            warnings.warn(f"skipping duplicate run {rid} in {file} (the same as {found[0][0]})", stacklevel=2)
-        payload = found[0][1]
+    for _, payload in payloads(path) if Path(path).exists() else []:
         spec, numeric = payload["run"].get("spec"), payload["run"].get("numeric")
         frames.append(pd.DataFrame(payload["rows"], columns=COLUMNS)
                       .assign(spec=json.dumps(spec, sort_keys=True) if isinstance(spec, dict) else None,
                               numeric=numeric_label(numeric) if isinstance(numeric, dict) else None))
     if not frames:
-        return pd.DataFrame(columns=[*COLUMNS, "spec", "numeric"])
+        return load_empty()
     return pd.concat(frames, ignore_index=True)
+
+
+def load_empty() -> pd.DataFrame:
+    """The frame ``load`` returns for a place with no results."""
+    return pd.DataFrame(columns=[*COLUMNS, "spec", "numeric"])
 
 
 def summary(df: pd.DataFrame, metric: str = "exact_match") -> pd.DataFrame:
