@@ -37,7 +37,7 @@ class TrainSpec:
     steps: int = option(1750, ge=1)
     batch_size: int = option(32, ge=1)
     lr: float = option(1.0e-3, gt=0)
-    warmup: int = option(50, ge=0)
+    warmup: int = option(200, ge=0, doc="linear learning-rate warmup steps (200: the recipe under which every seed learns, conf/sweep/recipe.yaml)")
     min_lr_ratio: float = option(0.1, ge=0, le=1, doc="cosine decay ends at lr * min_lr_ratio")
     weight_decay: float = option(0.1, ge=0)
     grad_clip: float = option(1.0, gt=0)

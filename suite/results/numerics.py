@@ -16,6 +16,8 @@ from functools import lru_cache
 
 import torch
 
+from suite.pins import PINS
+
 
 def _cpu_model() -> str:
     try:
@@ -41,7 +43,7 @@ def signature() -> dict:
     """This process's numeric signature: torch version, BLAS, ATen's CPU capability, CPU model,
     architecture, torch threads, and the environment settings that pin numeric paths."""
     return {**_build(), "threads": torch.get_num_threads(),
-            "pins": {k: os.environ[k] for k in ("MKL_CBWR", "ATEN_CPU_CAPABILITY") if os.environ.get(k)}}
+            "pins": {k: os.environ[k] for k in PINS if os.environ.get(k)}}
 
 
 def label(sig: dict) -> str:
