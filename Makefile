@@ -15,7 +15,7 @@ TASKS  ?= posbench_core
 NODE_WHEELS ?= "hydra-core==1.3.8" "omegaconf==2.3.1" "hydra-joblib-launcher==1.2.0" "tabulate==0.10.0" "packaging==26.4"
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-exhaustive sweep report publish report-check bench bench-gpu wheelhouse summary lmeval clean
+.PHONY: help install test test-exhaustive sweep report publish report-check bench bench-numerics bench-gpu wheelhouse summary lmeval reproduce clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -35,7 +35,7 @@ test: install ## run the test suite on every core (TEST_JOBS=auto), printing the
 test-exhaustive: install ## the rest of the parametrized grids (every scheme x span x path); CI runs it after make test
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal --durations=15 -m exhaustive tests
 
-sweep: install ## run a sweep (SWEEP=default|kz|windows|hybrids|zoo|recipe|gpu), then its report; RESUME=published first unpacks published/<sweep>.jsonl.gz so its runs are not trained again
+sweep: install ## run a sweep (SWEEP=default|flagship|kz|windows|hybrids|zoo|recipe|gpu), then its report; RESUME=published first unpacks published/<sweep>.jsonl.gz so its runs are not trained again
 	$(if $(filter published,$(RESUME)),$(BIN)/python -m suite.results.shipped unpack $(SWEEP),$(if $(RESUME),@echo "RESUME=$(RESUME): valid: published"; exit 2))
 	$(BIN)/python -m suite.run +sweep=$(SWEEP) $(ARGS)
 	$(MAKE) --no-print-directory report SWEEP=$(SWEEP)
@@ -53,6 +53,9 @@ publish: install ## pack results/<sweep>/ into published/<sweep>.jsonl.gz, the r
 bench: install ## measure speed and memory side by side; writes reports/perf/
 	$(BIN)/python -m suite.bench.perf
 
+bench-numerics: install ## the numeric pins' cost and effect: one run trained pinned and unpinned, alternating; writes reports/perf/numerics.*
+	$(BIN)/python -m suite.bench.numerics
+
 bench-gpu: install ## on a CUDA machine: bf16 training tokens/s, MFU, FlexAttention vs SDPA per span; writes reports/perf-gpu/
 	$(BIN)/python -m suite.bench.gpu
 
@@ -67,6 +70,9 @@ summary: install ## print exact match by scheme and eval length for SWEEP
 lmeval: install ## score a stored run with lm-eval (RUN=<run id, hash, result file or _work dir>, TASKS=posbench_core, ARGS=...)
 	@test -n "$(RUN)" || { echo "set RUN=<run id, its hash, result file or _work/<run_id> folder>"; exit 2; }
 	$(BIN)/python -m suite.lmeval --run $(RUN) --tasks $(TASKS) $(ARGS)
+
+reproduce: install ## rerun K runs (default 3) of a published sweep and say whether each lands on its published number or inside its interval (SWEEP=..., K=...)
+	$(BIN)/python -m suite.reproduce $(SWEEP) -k $(or $(K),3)
 
 clean: ## remove run output (results/, wandb/, outputs/, multirun/)
 	rm -rf results wandb outputs multirun

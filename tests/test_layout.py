@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-GROUND = ("suite.registry", "suite.options", "suite.files", "tasks")  # standard library (and numpy) only
+GROUND = ("suite.registry", "suite.options", "suite.files", "suite.pins", "tasks")  # standard library (and numpy) only
 STAGES = ["suite.model", "suite.config", "suite.training", "suite.evaluation", "suite.results"]
 
 

@@ -23,7 +23,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from suite import files
+import suite.files as files
 
 SUFFIX = ".jsonl.gz"
 FOLDER = "published"

@@ -1,0 +1,130 @@
+"""``python -m suite.reproduce <sweep> [-k 3] [--run RUN_ID ...]``: rerun k runs of a published
+sweep on this machine and say, for each headline score, whether the rerun lands on the published
+number bit for bit, inside the published cell's 95 % interval, or outside it.
+
+The runs come from the sweep's shipped rows (``published/<sweep>.jsonl.gz``,
+``suite.results.shipped``); each is rebuilt from its stored spec (``run.spec``), trained with the
+thread count it was published with, and stored under ``<results>/<sweep>/`` (default
+``results/reproduce``), so a second call reuses the reruns it already has. The published cell
+is the leaderboard's (``suite.report.tables.leaderboard`` over the shipped rows): the mean over
+seeds with its interval. Floats are expected to be identical only under one numeric signature
+(``suite.results.numerics``); the command prints both. It exits 1 when a score lands outside
+its interval, 2 on bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import random
+import sys
+import warnings
+from pathlib import Path
+
+import pandas as pd
+
+from suite import files
+from suite.results import shipped, store
+
+VERDICTS = ("identical", "inside interval", "outside interval", "no published score")
+
+
+def choose(run_ids: list[str], k: int, seed: int) -> list[str]:
+    """``k`` of ``run_ids``, drawn without replacement by ``seed`` (all of them when k is larger)."""
+    return sorted(random.Random(seed).sample(sorted(run_ids), min(k, len(run_ids))))
+
+
+def verdict(published: float, rerun: float, low: float, high: float) -> str:
+    """Where the rerun's score lands against the published run's score and its cell's interval."""
+    if pd.isna(published) or pd.isna(rerun):
+        return "no published score" if pd.isna(published) else "outside interval"
+    if rerun == published:
+        return "identical"
+    return "inside interval" if not pd.isna(low) and low <= rerun <= high else "outside interval"
+
+
+def compare(published: pd.DataFrame, reruns: pd.DataFrame) -> pd.DataFrame:
+    """One row per rerun run x task x eval length of its headline metric: published score, rerun
+    score, the published cell's interval and the verdict."""
+    from suite.report import tables
+
+    board = tables.leaderboard(published)
+    cells = board.set_index(["config", "task", "eval_len"])[["mean", "ci_low", "ci_high"]]
+    pub = tables.primary(published).set_index(["run_id", "task", "eval_len"])
+    new = tables.primary(reruns)
+    rows = []
+    for _, r in new.iterrows():
+        key = (r.run_id, r.task, r.eval_len)
+        before = pub.value.get(key, float("nan"))
+        config = pub.config.get(key)
+        cell = cells.loc[(config, r.task, r.eval_len)] if (config, r.task, r.eval_len) in cells.index else None
+        low, high = (cell.ci_low, cell.ci_high) if cell is not None else (float("nan"), float("nan"))
+        rows.append({"run_id": r.run_id, "task": r.task, "eval_len": int(r.eval_len), "metric": r.metric,
+                     "published": before, "rerun": r.value, "cell_low": low, "cell_high": high,
+                     "verdict": verdict(before, r.value, low, high)})
+    return pd.DataFrame(rows).sort_values(["run_id", "task", "eval_len"]).reset_index(drop=True)
+
+
+def rerun(payload: dict, results_dir: Path, sweep: str) -> Path | None:
+    """Train, evaluate and store the published run ``payload`` again, under this checkout's code."""
+    from suite.config.build import run_spec_from_dict
+    from suite.config.codedigest import spec_digest
+    from suite.run import execute
+
+    spec = run_spec_from_dict(payload["run"]["spec"])
+    digest = spec_digest(payload["run"]["spec"])
+    if digest is not None and digest != spec.code:
+        print(f"note: {payload['run']['run_id']} was published by other code; rerunning it with this checkout's")
+        spec = dataclasses.replace(spec, code=digest)
+    threads = (payload["run"].get("numeric") or {}).get("threads") or 1
+    return execute(dataclasses.replace(spec, sweep=sweep), results_dir=results_dir, logger_cfg=None, ckpt_every=0,
+                   threads=int(threads), progress=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m suite.reproduce", description=__doc__.split("\n\n")[0])
+    p.add_argument("sweep", help="a published sweep: reads published/<sweep>.jsonl.gz")
+    p.add_argument("-k", type=int, default=3, help="how many runs to rerun, drawn by --seed (default 3)")
+    p.add_argument("--seed", type=int, default=0, help="the draw of the k runs (default 0)")
+    p.add_argument("--run", action="append", default=[], metavar="RUN_ID", help="rerun this run (repeatable; replaces -k)")
+    p.add_argument("--published", default=shipped.FOLDER, help="the folder of shipped result files")
+    p.add_argument("--results", default="results/reproduce", help="where the reruns are stored")
+    args = p.parse_args(argv)
+    if (problem := files.sweep_name_problem(args.sweep)) is not None:
+        p.exit(2, f"{p.prog}: error: sweep {problem}\n")
+    if args.k < 1:
+        p.exit(2, f"{p.prog}: error: -k {args.k}: must be at least 1\n")
+    source = shipped.path_of(args.sweep, args.published)
+    if not shipped.is_shipped(source):
+        print(f"no shipped file {source}: nothing to reproduce", file=sys.stderr)
+        return 1
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        found = {payload["run"]["run_id"]: payload for _, payload in store.payloads(source)}
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
+    unknown = [r for r in args.run if r not in found]
+    if unknown:
+        p.exit(2, f"{p.prog}: error: --run {unknown[0]!r} is not a run of {source} ({len(found)} runs; "
+                  f"e.g. {', '.join(sorted(found)[:3])})\n")
+    chosen = args.run or choose(list(found), args.k, args.seed)
+    from suite.results.numerics import label, signature
+
+    print(f"reproducing {len(chosen)} of {len(found)} runs of {source} on: {label(signature())}")
+    for rid in chosen:
+        sig = found[rid]["run"].get("numeric")
+        print(f"- {rid} (published on: {label(sig) if isinstance(sig, dict) else 'not recorded'})")
+        rerun(found[rid], Path(args.results), args.sweep)
+    published = store.load(source)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reruns = store.load(files.sweep_dir(args.results, args.sweep))
+    reruns = reruns[reruns.run_id.isin(chosen)]
+    table = compare(published, reruns)
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
+    counts = table.verdict.value_counts()
+    print("; ".join(f"{v}: {counts.get(v, 0)}" for v in VERDICTS))
+    return 1 if counts.get("outside interval", 0) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
