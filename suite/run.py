@@ -1,7 +1,8 @@
 """Entry point: ``python -m suite.run <overrides>`` trains, evaluates and stores one run.
 
 ``python -m suite.run -m position=nope,rope,alibi`` is a Hydra multirun. A run whose result
-file exists is skipped (its id is the hash of its resolved spec); an interrupted run resumes
+file exists is skipped (its id is the hash of its resolved spec), a run another sweep under the
+same results folder already stored is copied, not trained again, and an interrupted run resumes
 from its last checkpoint.
 """
 from __future__ import annotations
@@ -23,6 +24,7 @@ from suite.config.preflight import preflight
 from suite.config.resources import ResourceError, check_device, check_memory, check_results_dir
 from suite.config.spec import RunSpec
 from suite.config.compose import CONF_DIR
+from suite.results import store
 from suite.results.identity import run_id
 from suite.lifecycle import RunLifecycle
 
@@ -48,6 +50,9 @@ def execute(spec: RunSpec, *, results_dir="results", logger_cfg: dict | None = N
         if out.exists():  # finished while we waited for the lock
             log.info("skip %s: already stored at %s", rid, out)
             return out
+        if (copied := store.copy_from_sibling(results_dir, spec.sweep, rid)) is not None:
+            log.info("skip %s: the same run is stored in another sweep; copied to %s", rid, copied)
+            return copied
         return _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, threads, progress)
 
 

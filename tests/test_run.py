@@ -47,6 +47,25 @@ def test_execute_writes_one_long_format_file_and_skips_when_rerun(tmp_path):
     assert not list((tmp_path / "t").glob("*.tmp")) and not list((tmp_path / "t").glob(".*.tmp"))
 
 
+def test_a_run_another_sweep_stored_is_copied_under_this_sweep_not_trained(tmp_path, monkeypatch):
+    """Sweep ``u`` holds the same spec as sweep ``t`` (a run id leaves the sweep name out): its run
+    is copied from ``t``, named for ``u``, with the same numbers, and nothing is trained."""
+    import suite.run as run_mod
+
+    first = execute(make_spec(*QUICK, "position=alibi", "sweep_name=t"), results_dir=tmp_path, progress=False)
+    monkeypatch.setattr(run_mod, "_train_and_store", lambda *a, **k: pytest.fail("trained a run stored in sweep t"))
+    spec = make_spec(*QUICK, "position=alibi", "sweep_name=u")
+    copied = execute(spec, results_dir=tmp_path, progress=False)
+    assert copied == tmp_path / "u" / first.name
+    payload = store.read_run(copied)
+    assert payload["run"]["sweep"] == "u" and payload["run"]["spec"]["sweep"] == "u" and payload["run"]["copied_from"] == "t"
+    assert {r["sweep"] for r in payload["rows"]} == {"u"} and _values(copied) == _values(first)
+    assert set(store.load(tmp_path / "u").sweep) == {"u"}
+    other = make_spec(*QUICK, "position=alibi", "sweep_name=u", "seed=1")  # a spec no sibling holds is trained
+    with pytest.raises(pytest.fail.Exception, match="trained a run"):
+        execute(other, results_dir=tmp_path, progress=False)
+
+
 def test_same_seed_gives_identical_metrics(tmp_path):
     spec = make_spec(*QUICK, "position=t5", "span=swa", "span.window=4")
     a = execute(spec, results_dir=tmp_path / "a", progress=False)

@@ -40,8 +40,8 @@ def _default_compares_the_classic_schemes_one_model_per_task_all_else_equal(spec
     model has full attention, and the recipe, model size and evaluation grid are shared."""
     assert {layer.position for s in specs for layer in s.model.layers} == {"nope", "sinusoidal", "learned", "rope", "alibi", "t5"}
     assert {layer.span for s in specs for layer in s.model.layers} == {"full"}
-    assert all(len(s.tasks) == 1 for s in specs) and {s.taskset for s in specs} == {"copy", "vt"}
-    for task in ("copy", "vt"):
+    assert all(len(s.tasks) == 1 for s in specs) and {s.taskset for s in specs} == {"copy", "niah_multivalue"}
+    for task in ("copy", "niah_multivalue"):
         group = [s for s in specs if s.taskset == task]
         assert len({(s.train, s.eval, s.model.d_model, s.model.n_layers, s.tasks) for s in group}) == 1
         assert len({s.model.layers[0].position for s in group}) == 6
@@ -49,6 +49,15 @@ def _default_compares_the_classic_schemes_one_model_per_task_all_else_equal(spec
 
 
 SWEEP_CHECKS = {"default": _default_compares_the_classic_schemes_one_model_per_task_all_else_equal}
+
+
+@pytest.mark.exhaustive
+def test_the_default_sweeps_runs_are_the_flagships_own():
+    """``make sweep`` is a subset of the flagship board under its protocol: every default run has
+    a flagship run of the same id (same spec), so the published default board is read from them."""
+    default = {spec.run_id for _, spec in _built_jobs("default")}
+    flagship = {spec.run_id for _, spec in _built_jobs("flagship")}
+    assert len(default) == 36 and len(flagship) == 120 and default <= flagship
 
 
 # make test builds every job of the CPU sweeps the tests run anyway; zoo (117 jobs), kz and gpu

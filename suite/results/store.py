@@ -39,6 +39,33 @@ def write_run(results_dir, sweep: str, run_id: str, run: dict, rows: list[dict])
     return path
 
 
+def relabelled(payload: dict, sweep: str, source: str) -> dict:
+    """``payload`` as the run file of sweep ``sweep``: the same spec, rows and numbers, named for
+    ``sweep`` and marked ``copied_from: source``."""
+    run = {**payload["run"], "sweep": sweep, "copied_from": source}
+    if isinstance(run.get("spec"), dict):
+        run["spec"] = {**run["spec"], "sweep": sweep}
+    return {**payload, "run": run, "rows": [{**row, "sweep": sweep} for row in payload["rows"]]}
+
+
+def copy_from_sibling(results_dir, sweep: str, run_id: str) -> Path | None:
+    """Store run ``run_id`` of sweep ``sweep`` from another sweep's folder under ``results_dir``
+    that holds a valid run of the same id (the same spec and code digest, so the same numbers:
+    a run id leaves the sweep name out). Returns the new file, or None when no sibling has it.
+    ``make sweep`` after the flagship board trains nothing: its runs are the flagship's own."""
+    for other in sorted(p for p in Path(results_dir).glob(f"*/{run_id}.json") if p.parent.name != sweep):
+        try:
+            payload = read_run(other)
+        except (OSError, ValueError):
+            continue
+        if payload["run"].get("run_id") != run_id or _problem(payload) is not None:
+            continue
+        path = result_path(results_dir, sweep, run_id)
+        write_json_atomic(path, relabelled(payload, sweep, other.parent.name))
+        return path
+    return None
+
+
 def read_run(path: str | Path) -> dict:
     """A run file's payload; a file that is not one (foreign, truncated, nested past what the
     parser takes) is a ValueError naming it."""
