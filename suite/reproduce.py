@@ -10,6 +10,9 @@ is the leaderboard's (``suite.report.tables.leaderboard`` over the shipped rows)
 seeds with its interval. Floats are expected to be identical only under one numeric signature
 (``suite.results.numerics``); the command prints both. It exits 1 when a score lands outside
 its interval, 2 on bad input.
+
+``python -m suite.reproduce --boards PUBLISHED.csv OTHER.csv`` compares two boards of one sweep
+built on two machines (their ``leaderboard.csv``) cell by cell, with the same verdicts.
 """
 from __future__ import annotations
 
@@ -64,6 +67,35 @@ def compare(published: pd.DataFrame, reruns: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).sort_values(["run_id", "task", "eval_len"]).reset_index(drop=True)
 
 
+BOARD_KEY = ["scheme", "task", "eval_len", "metric"]
+
+
+def compare_boards(published: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame:
+    """Two ``leaderboard.csv`` tables of the same sweep, built on two machines, cell by cell: the
+    published mean and interval, the other board's mean, their difference and the verdict
+    (``verdict``: identical to the 4 decimals a board holds, inside the published interval, or
+    outside). A cell only one board has is left out."""
+    both = published.merge(other[BOARD_KEY + ["mean"]], on=BOARD_KEY, suffixes=("", "_other"))
+    both["diff"] = (both.mean_other - both["mean"]).round(4)
+    both["verdict"] = [verdict(a, b, lo, hi) for a, b, lo, hi in
+                       zip(both["mean"], both.mean_other, both.ci_low, both.ci_high)]
+    return both[BOARD_KEY + ["mean", "ci_low", "ci_high", "mean_other", "diff", "verdict"]] \
+        .sort_values(BOARD_KEY).reset_index(drop=True)
+
+
+def boards_main(published: Path, other: Path) -> int:
+    """``--boards PUBLISHED OTHER``: print ``compare_boards`` and the count of each verdict."""
+    table = compare_boards(pd.read_csv(published), pd.read_csv(other))
+    if table.empty:
+        print(f"{published} and {other} share no cell (scheme, task, eval_len, metric)", file=sys.stderr)
+        return 1
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
+    counts = table.verdict.value_counts()
+    print("; ".join(f"{v}: {counts.get(v, 0)}" for v in VERDICTS[:3]) + f"; cells: {len(table)}; "
+          f"largest |diff|: {table['diff'].abs().max():.4f}")
+    return 1 if counts.get("outside interval", 0) else 0
+
+
 def rerun(payload: dict, results_dir: Path, sweep: str) -> Path | None:
     """Train, evaluate and store the published run ``payload`` again, under this checkout's code."""
     from suite.config.build import run_spec_from_dict
@@ -82,13 +114,22 @@ def rerun(payload: dict, results_dir: Path, sweep: str) -> Path | None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m suite.reproduce", description=__doc__.split("\n\n")[0])
-    p.add_argument("sweep", help="a published sweep: reads published/<sweep>.jsonl.gz")
+    p.add_argument("sweep", nargs="?", help="a published sweep: reads published/<sweep>.jsonl.gz")
+    p.add_argument("--boards", nargs=2, type=Path, metavar=("PUBLISHED", "OTHER"),
+                   help="compare two leaderboard.csv files of one sweep cell by cell instead (no training)")
     p.add_argument("-k", type=int, default=3, help="how many runs to rerun, drawn by --seed (default 3)")
     p.add_argument("--seed", type=int, default=0, help="the draw of the k runs (default 0)")
     p.add_argument("--run", action="append", default=[], metavar="RUN_ID", help="rerun this run (repeatable; replaces -k)")
     p.add_argument("--published", default=shipped.FOLDER, help="the folder of shipped result files")
     p.add_argument("--results", default="results/reproduce", help="where the reruns are stored")
     args = p.parse_args(argv)
+    if args.boards:
+        missing = [str(b) for b in args.boards if not b.is_file()]
+        if missing:
+            p.exit(2, f"{p.prog}: error: --boards: no file {missing[0]}\n")
+        return boards_main(*args.boards)
+    if args.sweep is None:
+        p.exit(2, f"{p.prog}: error: name a published sweep, or give --boards PUBLISHED OTHER\n")
     if (problem := files.sweep_name_problem(args.sweep)) is not None:
         p.exit(2, f"{p.prog}: error: sweep {problem}\n")
     if args.k < 1:

@@ -27,6 +27,26 @@ def test_verdicts_by_hand():
     assert reproduce.choose(list("abcdef"), 2, 1) == reproduce.choose(list("fedcba"), 2, 1)  # the draw ignores order
 
 
+def test_two_boards_cell_by_cell_by_hand(tmp_path, capsys):
+    import pandas as pd
+
+    cols = ["scheme", "task", "eval_len", "metric", "mean", "ci_low", "ci_high"]
+    pub = pd.DataFrame([["nope", "copy", 32, "token_accuracy", 0.9282, 0.85, 1.0],
+                        ["nope", "copy", 40, "token_accuracy", 0.6247, 0.36, 0.89],
+                        ["rope", "copy", 40, "token_accuracy", 0.16, 0.10, 0.20],
+                        ["t5", "copy", 40, "token_accuracy", 0.5, 0.4, 0.6]], columns=cols)
+    other = pd.DataFrame([["nope", "copy", 32, "token_accuracy", 0.9282, 0.8, 1.0],
+                          ["nope", "copy", 40, "token_accuracy", 0.5000, 0.3, 0.7],
+                          ["rope", "copy", 40, "token_accuracy", 0.25, 0.2, 0.3]], columns=cols)
+    table = reproduce.compare_boards(pub, other)
+    assert list(table.verdict) == ["identical", "inside interval", "outside interval"]  # t5: only one board
+    assert list(table["diff"]) == [0.0, -0.1247, 0.09]
+    pub.to_csv(tmp_path / "a.csv", index=False), other.to_csv(tmp_path / "b.csv", index=False)
+    assert reproduce.main(["--boards", str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]) == 1
+    assert "identical: 1; inside interval: 1; outside interval: 1; cells: 3; largest |diff|: 0.1247" in capsys.readouterr().out
+    assert reproduce.main(["--boards", str(tmp_path / "a.csv"), str(tmp_path / "a.csv")]) == 0
+
+
 @pytest.fixture(scope="module")
 def published(tmp_path_factory):
     root = tmp_path_factory.mktemp("pub")

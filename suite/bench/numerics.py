@@ -7,13 +7,15 @@ alternating, so both share whatever else the machine is doing. Prints and writes
 own, training and evaluation) and the median CPU time of its whole process (start-up included;
 the steadier figure on a busy machine), the
 ATen CPU capability the process dispatched to, whether every repeat gave the same floats, and
-the cost ratios pinned / unpinned; and whether the two settings agree bit for bit. On a CPU whose
+the cost ratios pinned / unpinned, a fingerprint of the first repeat's floats (the same on two
+machines when they compute the same numbers bit for bit); and whether the two settings agree. On a CPU whose
 widest SIMD is AVX2 the two settings take the same paths; on an AVX512 CPU they differ, which is
 the difference two such machines show without pins.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import resource
@@ -48,8 +50,15 @@ def one_run(steps: int, switch: str, folder: Path) -> dict:
     (result,) = (folder / "bench").glob("*.json")
     payload = json.loads(result.read_text())
     values = sorted((r["task"], r["eval_len"], r["metric"], r["slice"], r["value"]) for r in payload["rows"])
-    return {"wall_s": payload["rows"][0]["wall_s"], "cpu_s": cpu_s, "capability": payload["run"]["numeric"]["cpu_capability"],
-            "values": json.dumps(values)}
+    numeric = payload["run"]["numeric"]
+    return {"wall_s": payload["rows"][0]["wall_s"], "cpu_s": cpu_s, "capability": numeric["cpu_capability"],
+            "cpu": numeric.get("cpu"), "values": json.dumps(values)}
+
+
+def fingerprint(values: str) -> str:
+    """16 hex digits naming a run's stored floats: two machines that print the same fingerprint
+    computed the same numbers bit for bit."""
+    return hashlib.sha256(values.encode()).hexdigest()[:16]
 
 
 def measure(steps: int, repeats: int) -> tuple[pd.DataFrame, bool]:
@@ -60,10 +69,11 @@ def measure(steps: int, repeats: int) -> tuple[pd.DataFrame, bool]:
                 runs[name].append(one_run(steps, switch, Path(tmp)))
     rows = []
     for name, got in runs.items():
-        rows.append({"setting": name, "capability": got[0]["capability"], "repeats": len(got),
+        rows.append({"setting": name, "cpu": got[0]["cpu"], "capability": got[0]["capability"], "repeats": len(got),
                      "median_wall_s": statistics.median(r["wall_s"] for r in got),
                      "median_cpu_s": statistics.median(r["cpu_s"] for r in got),
-                     "repeats_identical": len({r["values"] for r in got}) == 1})
+                     "repeats_identical": len({r["values"] for r in got}) == 1,
+                     "fingerprint": fingerprint(got[0]["values"])})
     table = pd.DataFrame(rows)
     base = table.set_index("setting").loc["unpinned"]
     table["wall_vs_unpinned"] = table.median_wall_s / base.median_wall_s
