@@ -83,16 +83,22 @@ def compare_boards(published: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame
         .sort_values(BOARD_KEY).reset_index(drop=True)
 
 
-def boards_main(published: Path, other: Path) -> int:
-    """``--boards PUBLISHED OTHER``: print ``compare_boards`` and the count of each verdict."""
+def boards_main(published: Path, other: Path, out: Path | None = None) -> int:
+    """``--boards PUBLISHED OTHER [--out FILE.md]``: print ``compare_boards`` and the count of each
+    verdict; ``out`` also gets them as a Markdown page."""
     table = compare_boards(pd.read_csv(published), pd.read_csv(other))
     if table.empty:
         print(f"{published} and {other} share no cell (scheme, task, eval_len, metric)", file=sys.stderr)
         return 1
-    print(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
     counts = table.verdict.value_counts()
-    print("; ".join(f"{v}: {counts.get(v, 0)}" for v in VERDICTS[:3]) + f"; cells: {len(table)}; "
-          f"largest |diff|: {table['diff'].abs().max():.4f}")
+    line = ("; ".join(f"{v}: {counts.get(v, 0)}" for v in VERDICTS[:3]) + f"; cells: {len(table)}; "
+            f"largest |diff|: {table['diff'].abs().max():.4f}")
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
+    print(line)
+    if out is not None:
+        files.write_atomic(out, f"# Two boards, cell by cell\n\n`python -m suite.reproduce --boards {published} {other}`"
+                                f"\n\n`mean`, `ci_low`, `ci_high`: {published}; `mean_other`: {other}.\n\n"
+                                f"{table.to_markdown(index=False, floatfmt='.4f')}\n\n{line}\n")
     return 1 if counts.get("outside interval", 0) else 0
 
 
@@ -117,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("sweep", nargs="?", help="a published sweep: reads published/<sweep>.jsonl.gz")
     p.add_argument("--boards", nargs=2, type=Path, metavar=("PUBLISHED", "OTHER"),
                    help="compare two leaderboard.csv files of one sweep cell by cell instead (no training)")
+    p.add_argument("--out", type=Path, help="with --boards: also write the comparison to this Markdown file")
     p.add_argument("-k", type=int, default=3, help="how many runs to rerun, drawn by --seed (default 3)")
     p.add_argument("--seed", type=int, default=0, help="the draw of the k runs (default 0)")
     p.add_argument("--run", action="append", default=[], metavar="RUN_ID", help="rerun this run (repeatable; replaces -k)")
@@ -127,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         missing = [str(b) for b in args.boards if not b.is_file()]
         if missing:
             p.exit(2, f"{p.prog}: error: --boards: no file {missing[0]}\n")
-        return boards_main(*args.boards)
+        return boards_main(*args.boards, out=args.out)
     if args.sweep is None:
         p.exit(2, f"{p.prog}: error: name a published sweep, or give --boards PUBLISHED OTHER\n")
     if (problem := files.sweep_name_problem(args.sweep)) is not None:

@@ -44,7 +44,8 @@ def test_two_boards_cell_by_cell_by_hand(tmp_path, capsys):
     pub.to_csv(tmp_path / "a.csv", index=False), other.to_csv(tmp_path / "b.csv", index=False)
     assert reproduce.main(["--boards", str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]) == 1
     assert "identical: 1; inside interval: 1; outside interval: 1; cells: 3; largest |diff|: 0.1247" in capsys.readouterr().out
-    assert reproduce.main(["--boards", str(tmp_path / "a.csv"), str(tmp_path / "a.csv")]) == 0
+    assert reproduce.main(["--boards", str(tmp_path / "a.csv"), str(tmp_path / "a.csv"), "--out", str(tmp_path / "c.md")]) == 0
+    assert "identical: 4; inside interval: 0; outside interval: 0; cells: 4" in (tmp_path / "c.md").read_text()
 
 
 @pytest.fixture(scope="module")
