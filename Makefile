@@ -66,8 +66,8 @@ wheelhouse: ## wheels of the pure-Python dependencies for an offline GPU node (R
 	$(PYTHON) -m pip download --no-deps --only-binary=:all: -d wheelhouse $(NODE_WHEELS)
 	$(PYTHON) -m pip wheel --no-deps -w wheelhouse "antlr4-python3-runtime==4.9.3"
 
-summary: install ## print exact match by scheme and eval length for SWEEP
-	$(BIN)/python -m suite.results.store results/$(SWEEP)
+summary: install ## print the leaderboard of <RESULTS>/<SWEEP> in the terminal (the cells of its report's leaderboard.csv)
+	$(BIN)/python -m suite.report.summary $(or $(RESULTS),results)/$(SWEEP) $(if $(METRIC),--metric $(METRIC))
 
 lmeval: install ## score a stored run with lm-eval (RUN=<run id, hash, result file or _work dir>, TASKS=posbench_core, ARGS=...)
 	@test -n "$(RUN)" || { echo "set RUN=<run id, its hash, result file or _work/<run_id> folder>"; exit 2; }
