@@ -12,11 +12,13 @@ from tests.conftest import spec_for
 from tests.test_report import _row
 
 
-def _sweep(root, sweep, cells):
-    """cells: {(scheme, seed): (value at 32, value at 64)}; config_hash cfg-<scheme> in every sweep."""
+def _sweep(root, sweep, cells, digest=""):
+    """cells: {(scheme, seed): (value at 32, value at 64)}; config_hash cfg-<scheme><digest>: another
+    ``digest`` stands for the same configuration run by other code."""
     for (scheme, seed), (v32, v64) in cells.items():
         rid = f"{scheme}-{seed}"
-        rows = [{**_row(rid, scheme, seed, "copy", n, v), "sweep": sweep} for n, v in ((32, v32), (64, v64))]
+        rows = [{**_row(rid, scheme, seed, "copy", n, v, config=f"cfg-{scheme}{digest}"), "sweep": sweep}
+                for n, v in ((32, v32), (64, v64))]
         spec = spec_for(rows, model={"layers": [{"position": scheme, "span": "full"}]})
         store.write_run(root, sweep, rid, {"run_id": rid, "sweep": sweep, "spec": spec}, rows)
     return root / sweep
@@ -24,7 +26,7 @@ def _sweep(root, sweep, cells):
 
 def test_two_sweeps_are_matched_by_configuration(tmp_path, capsys):
     a = _sweep(tmp_path, "a", {("rope", 0): (1.0, 0.2), ("rope", 1): (0.8, 0.4), ("alibi", 0): (0.9, 0.7)})
-    b = _sweep(tmp_path, "b", {("rope", 0): (0.6, 0.1), ("alibi", 0): (0.5, 0.3), ("t5", 0): (0.1, 0.1)})
+    b = _sweep(tmp_path, "b", {("rope", 0): (0.6, 0.1), ("alibi", 0): (0.5, 0.3), ("t5", 0): (0.1, 0.1)}, digest="-v2")
     table = compare_table({"A": store.load(a), "B": store.load(b)}).set_index(["scheme", "eval_len"])
     assert sorted(set(table.index.get_level_values(0))) == ["alibi", "rope"]  # t5 is in one sweep only
     assert table.loc[("rope", 32), "mean [A]"] == pytest.approx(0.9) and table.loc[("rope", 32), "mean [B]"] == 0.6

@@ -1,12 +1,14 @@
 """``posbench compare A B [C ...]`` (``python -m suite.report.compare``): two or more sweeps in one
 table and one plot. Each source is a results folder or a shipped ``published/<sweep>.jsonl.gz``;
 its leaderboard is built as the report builds it (``tables.leaderboard``), and cells are matched
-across sources by configuration (``config_hash``, which leaves out the sweep name and the seed) with
-task and eval length. Writes ``compare.csv`` and ``compare.png`` under ``--out``; exits 1 when a
+across sources by configuration with task and eval length: by the stored spec less its seed and
+code digest (so a board built by older code matches), else by ``config_hash``. Writes ``compare.csv`` and ``compare.png`` under ``--out``; exits 1 when a
 source holds no results or no configuration is in two sources."""
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import sys
 import warnings
 from pathlib import Path
@@ -14,6 +16,20 @@ from pathlib import Path
 import pandas as pd
 
 KEY = ["config", "task", "eval_len"]
+
+
+def match_keys(df: pd.DataFrame) -> dict[str, str]:
+    """{config_hash: key}: the key a configuration is matched by across sources, a hash of its
+    stored spec without ``seed`` and ``code``; the config hash itself for a run with no spec."""
+    from suite.report import tables
+
+    d = df.assign(config=tables.config_key(df))
+    keys = {}
+    for config, spec in (d.groupby("config").spec.first().items() if "spec" in d else []):
+        if isinstance(spec, str):
+            body = {k: v for k, v in json.loads(spec).items() if k not in ("seed", "code")}
+            keys[config] = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
+    return keys
 
 
 def compare_table(frames: dict[str, pd.DataFrame], metric: str | None = None) -> pd.DataFrame:
@@ -25,6 +41,8 @@ def compare_table(frames: dict[str, pd.DataFrame], metric: str | None = None) ->
     merged = None
     for source, df in frames.items():
         board = tables.leaderboard(df, metric).rename(columns={"n": "n_seeds"})
+        keys = match_keys(df)
+        board["config"] = board.config.map(lambda c: keys.get(c, c))
         board = board[["scheme", *KEY, "metric", "mean", "ci_low", "ci_high", "n_seeds"]]
         board = board.rename(columns={c: f"{c} [{source}]" for c in ("scheme", "mean", "ci_low", "ci_high", "n_seeds")})
         merged = board if merged is None else merged.merge(board.drop(columns="metric"), on=KEY, how="inner")
