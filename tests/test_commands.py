@@ -69,3 +69,10 @@ def test_make_sweep_reports_on_results_sweep_by_default():
     (report,) = _make_n("sweep", "SWEEP=windows")
     assert report[report.index("suite.report") + 1] == "windows"
     assert report[report.index("--results") + 1] == "results"
+
+
+def test_make_summary_prints_the_report_leaderboard_of_the_sweep():
+    out = subprocess.run(["make", "-n", "summary", "SWEEP=windows", "RESULTS=/x", "STAMP=Makefile"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    (line,) = [line.split() for line in out.stdout.splitlines() if "suite.report.summary" in line]
+    assert line[line.index("suite.report.summary") + 1] == "/x/windows"
