@@ -76,3 +76,10 @@ def test_make_summary_prints_the_report_leaderboard_of_the_sweep():
                          capture_output=True, text=True, timeout=60)
     (line,) = [line.split() for line in out.stdout.splitlines() if "suite.report.summary" in line]
     assert line[line.index("suite.report.summary") + 1] == "/x/windows"
+
+
+def test_make_sweep_resume_published_unpacks_into_the_results_dir_of_its_args():
+    out = subprocess.run(["make", "-n", "sweep", "RESUME=published", "ARGS=results_dir=/x", "STAMP=Makefile"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    (line,) = [line.split() for line in out.stdout.splitlines() if "shipped unpack" in line]
+    assert line[line.index("unpack") + 1] == "default" and line[line.index("--results") + 1] == "/x"
