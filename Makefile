@@ -12,6 +12,8 @@ RUN    ?=
 TASKS  ?= posbench_core
 # what a GPU node with its own torch, numpy, pandas, PyYAML and tqdm lacks to run PosBench offline
 # (pure-Python wheels, so one set serves any Python 3 and platform)
+# the value of key=VALUE in ARGS (the last one wins), empty when ARGS does not set it
+arg = $(patsubst $(1)=%,%,$(lastword $(filter $(1)=%,$(ARGS))))
 NODE_WHEELS ?= "hydra-core==1.3.8" "omegaconf==2.3.1" "hydra-joblib-launcher==1.2.0" "tabulate==0.10.0" "packaging==26.4"
 
 .DEFAULT_GOAL := help
@@ -36,12 +38,12 @@ test-exhaustive: install ## the rest of the parametrized grids (every scheme x s
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal --durations=15 -m exhaustive tests
 
 sweep: install ## run a sweep (SWEEP=default|flagship|kz|windows|hybrids|zoo|recipe|gpu), then its report; RESUME=published first unpacks published/<sweep>.jsonl.gz so its runs are not trained again
-	$(if $(filter published,$(RESUME)),$(BIN)/python -m suite.results.shipped unpack $(SWEEP),$(if $(RESUME),@echo "RESUME=$(RESUME): valid: published"; exit 2))
+	$(if $(filter published,$(RESUME)),$(BIN)/python -m suite.results.shipped unpack $(SWEEP) --results $(or $(call arg,results_dir),results),$(if $(RESUME),@echo "RESUME=$(RESUME): valid: published"; exit 2))
 	$(BIN)/python -m suite.run +sweep=$(SWEEP) $(ARGS)
-	$(MAKE) --no-print-directory report SWEEP=$(SWEEP)
+	$(MAKE) --no-print-directory report SWEEP=$(or $(call arg,sweep_name),$(SWEEP)) RESULTS=$(or $(call arg,results_dir),results)
 
-report: install ## build reports/<sweep>/ from results/<sweep>/, else from published/<sweep>.jsonl.gz (FROM=results|published, BESIDE=<folder or .jsonl.gz>, METRIC=..., WANDB=offline|online, PROJECT=..., ENTITY=...)
-	$(BIN)/python -m suite.report $(SWEEP) $(if $(FROM),--from $(FROM)) $(foreach b,$(BESIDE),--beside $(b)) $(if $(METRIC),--metric $(METRIC)) $(if $(WANDB),--wandb $(WANDB)) $(if $(PROJECT),--project $(PROJECT)) $(if $(ENTITY),--entity $(ENTITY))
+report: install ## build reports/<sweep>/ from <RESULTS>/<sweep>/ (RESULTS=results), else from published/<sweep>.jsonl.gz (FROM=results|published, BESIDE=<folder or .jsonl.gz>, METRIC=..., WANDB=offline|online, PROJECT=..., ENTITY=...)
+	$(BIN)/python -m suite.report $(SWEEP) $(if $(RESULTS),--results $(RESULTS)) $(if $(FROM),--from $(FROM)) $(foreach b,$(BESIDE),--beside $(b)) $(if $(METRIC),--metric $(METRIC)) $(if $(WANDB),--wandb $(WANDB)) $(if $(PROJECT),--project $(PROJECT)) $(if $(ENTITY),--entity $(ENTITY))
 
 report-check: install ## open every reports/*/index.html in headless Chromium and check what a reader sees (apt-get install chromium)
 	$(BIN)/pip install -q -e ".[check]"
@@ -64,8 +66,8 @@ wheelhouse: ## wheels of the pure-Python dependencies for an offline GPU node (R
 	$(PYTHON) -m pip download --no-deps --only-binary=:all: -d wheelhouse $(NODE_WHEELS)
 	$(PYTHON) -m pip wheel --no-deps -w wheelhouse "antlr4-python3-runtime==4.9.3"
 
-summary: install ## print exact match by scheme and eval length for SWEEP
-	$(BIN)/python -m suite.results.store results/$(SWEEP)
+summary: install ## print the leaderboard of <RESULTS>/<SWEEP> in the terminal (the cells of its report's leaderboard.csv)
+	$(BIN)/python -m suite.report.summary $(or $(RESULTS),results)/$(SWEEP) $(if $(METRIC),--metric $(METRIC))
 
 lmeval: install ## score a stored run with lm-eval (RUN=<run id, hash, result file or _work dir>, TASKS=posbench_core, ARGS=...)
 	@test -n "$(RUN)" || { echo "set RUN=<run id, its hash, result file or _work/<run_id> folder>"; exit 2; }

@@ -8,6 +8,7 @@ before training.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -34,10 +35,12 @@ def layer_table(spec) -> list[dict]:
     ]
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    as_json = "--json" in argv
-    overrides = [a for a in argv if a != "--json"]
+def main(argv: list[str] | None = None, prog: str = "python -m suite.describe") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0].split(": ", 1)[-1])
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides, as for python -m suite.run (pattern=rnope)")
+    parser.add_argument("--json", action="store_true", help="print the layer rows as JSON")
+    args = parser.parse_intermixed_args(argv)
+    as_json, overrides = args.json, args.overrides
     try:
         spec, _ = preflight(compose_config(overrides), here=False)  # a config for another machine describes too
     except (SpecError, HydraException) as err:

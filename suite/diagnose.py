@@ -7,6 +7,7 @@ recency gap f(1) - f(L) of the hidden states at each site and of the attention l
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from collections import defaultdict
 
@@ -25,10 +26,12 @@ from suite.config.preflight import preflight
 from suite.config.resources import ResourceError
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    stored = "--stored" in argv
-    overrides = [a for a in argv if a != "--stored"]
+def main(argv: list[str] | None = None, prog: str = "python -m suite.diagnose") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0].split(": ", 1)[-1])
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides, as for python -m suite.run (pattern=rnope)")
+    parser.add_argument("--stored", action="store_true", help="use the trained weights of the run (results/<sweep>/_work/<run_id>/model.pt)")
+    args = parser.parse_intermixed_args(argv)
+    stored, overrides = args.stored, args.overrides
     try:
         cfg = compose_config(overrides)
         spec, _ = preflight(cfg, here=False)  # it runs on the CPU whatever the run's device

@@ -11,8 +11,8 @@ Where and as what a run is logged:
 * its W&B id is derived from the sweep and the run id (``wandb_id``) and it is opened with
   ``resume="allow"``, so a run killed and restarted from its checkpoint continues the same W&B
   run, its history going on from the checkpoint's step;
-* its config is the nested resolved spec with the run id, spec hash and code digest
-  (``wandb_config``).
+* its config is the nested resolved spec with the run id, spec hash and code digest, and
+  top-level ``position``, ``span``, ``pattern``, ``task`` and ``seed`` to filter by (``wandb_config``).
 """
 from __future__ import annotations
 
@@ -66,7 +66,17 @@ def wandb_config(spec, columns: dict) -> dict:
     body.pop("code", None)  # the code digest, under its own name below
     body["tasks"] = {task.name: _plain(dict(task.params)) for task in spec.tasks}
     ids = {key: columns[key] for key in ("run_id", "sweep", "spec_hash", "config_hash", "code_digest", "git_sha")}
-    return {**ids, **_plain(body)}
+    return {**ids, **filter_keys(spec), **_plain(body)}
+
+
+def filter_keys(spec) -> dict:
+    """Top-level keys to filter runs by in the W&B UI: ``position`` and ``span`` (the layers'
+    distinct schemes and spans in layer order, '/'-joined: 'rope', 'rope/nope'), ``pattern``, ``task`` (the
+    task, or the taskset's name: 'core') and ``seed``."""
+    layers = spec.model.layers
+    return {"position": "/".join(dict.fromkeys(layer.position for layer in layers)),
+            "span": "/".join(dict.fromkeys(layer.span for layer in layers)),
+            "pattern": spec.model.pattern, "task": spec.taskset, "seed": spec.seed}
 
 
 class Tracker:

@@ -60,3 +60,29 @@ def test_runs_that_differ_in_steps_are_separate_rows_and_n_counts_seeds(tmp_path
         assert len(values) == 3
         means = [next(x["value"] for x in rows if x["metric"] == "exact_match" and x["slice"] == "all") for rows in values]
         assert g["mean"].iloc[0] == sum(means) / 3
+
+
+def _alibi_rows(config, spans, window, steps, value, spec):
+    from tests.test_report import _row
+    rows = [_row(f"{config}-s{seed}", "alibi", seed, "copy", 32, value, config=config, steps=steps) for seed in (0, 1)]
+    return [{**r, "spans": spans, "window": window, "spec": json.dumps(spec, sort_keys=True)} for r in rows]
+
+
+def test_configurations_of_one_scheme_name_the_steps_even_when_their_spans_differ():
+    """The issue's pair: ALiBi full at 100 steps and ALiBi swa w=16 at 1750 steps; both labels
+    name the steps, not only the window."""
+    import pandas as pd
+    full = _spec("position=alibi", "train.steps=100")
+    swa = _spec("position=alibi", "span=swa", "span.window=16", "train.steps=1750")
+    df = pd.DataFrame(_alibi_rows("A", "full", None, 100, 0.0, full) + _alibi_rows("B", "swa", 16, 1750, 0.91, swa))
+    board = tables.leaderboard(df).set_index("scheme")
+    assert sorted(board.index) == ["alibi steps=100", "alibi swa w=16 steps=1750"]
+    assert board.loc["alibi swa w=16 steps=1750", "mean"] == 0.91 and board.n.tolist() == [2, 2]
+
+
+def test_configurations_differing_only_in_the_span_keep_their_plain_labels():
+    import pandas as pd
+    full = _spec("position=alibi")
+    swa = _spec("position=alibi", "span=swa", "span.window=16")
+    df = pd.DataFrame(_alibi_rows("A", "full", None, 10, 0.5, full) + _alibi_rows("B", "swa", 16, 10, 0.6, swa))
+    assert sorted(tables.leaderboard(df).scheme) == ["alibi", "alibi swa w=16"]

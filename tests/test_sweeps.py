@@ -98,7 +98,7 @@ def test_gpu_sweep_uses_the_gpu_recipe_and_base_model():
     cfg = _sweep_cfg("gpu")
     assert cfg.train.name == "gpu" and cfg.model.name == "base" and cfg.train.seq_len >= 1024
     assert max(cfg.eval.multiples) >= 16
-    assert cfg.hydra.launcher.n_jobs == 1  # one run at a time on the one GPU
+    assert cfg.hydra.launcher.n_jobs == 1 == cfg.jobs  # one run at a time on the one GPU
 
 
 def test_a_finished_sweep_reruns_without_training(tmp_path):

@@ -202,3 +202,31 @@ def test_report_uses_the_logger_project_and_entity(tmp_path, monkeypatch):
     assert (runs[1].kwargs["project"], runs[1].kwargs["entity"]) == ("pe-study", "lab")
     assert all(r.kwargs["dir"] == str((tmp_path / "res" / "rp").resolve()) for r in runs)
     assert all(r.kwargs["group"] == "rp" and r.kwargs["job_type"] == "report" for r in runs)
+
+
+def test_a_runs_wandb_config_has_top_level_keys_to_filter_by(tmp_path, monkeypatch):
+    import wandb
+
+    runs = []
+    monkeypatch.setattr(wandb, "init", lambda **kw: runs.append(FakeRun(**kw)) or runs[-1])
+    execute(make_spec(*QUICK, "pattern=rnope", "task=niah_single", "seed=3", "sweep_name=flt"),
+            results_dir=tmp_path, progress=False, logger_cfg={"name": "wandb", "mode": "offline"})
+    config = runs[0].kwargs["config"]
+    assert {k: config[k] for k in ("position", "span", "pattern", "task", "seed")} == \
+        {"position": "rope/nope", "span": "full", "pattern": "rnope", "task": "niah_single", "seed": 3}
+
+
+def test_a_rebuilt_report_logs_to_the_same_wandb_run(tmp_path, monkeypatch):
+    import wandb
+    import pandas as pd
+    from suite.report.to_wandb import log_report
+
+    runs = []
+    monkeypatch.setattr(wandb, "init", lambda **kw: runs.append(FakeRun(**kw)) or runs[-1])
+    monkeypatch.setattr(wandb, "Table", lambda dataframe: dataframe)
+    mrr = pd.DataFrame({"scheme": ["rope"], "mrr_ood": [1.0], "mrr_all": [1.0]})
+    for sweep in ("one", "one", "two"):
+        log_report(pd.DataFrame({"a": [1]}), mrr, sweep, results_dir=tmp_path)
+    ids = [r.kwargs["id"] for r in runs]
+    assert ids[0] == ids[1] == "one-report" and ids[2] == "two-report"
+    assert all(r.kwargs["resume"] == "allow" for r in runs)

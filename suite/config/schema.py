@@ -113,6 +113,7 @@ class PosBenchConf:
     ckpt_every: int = option(500, ge=0, doc="checkpoint every N steps (0: never)")
     log_every: int = option(10, ge=1)
     threads: int = option(1, ge=0, doc="torch threads per run (0: all cores)")
+    jobs: int = option(2, ge=1, doc="runs at once under launcher=local (its hydra.launcher.n_jobs)")
 
 
 GROUPS = {"model": ModelConf, "train": TrainConf, "eval": EvalConf, "logger": LoggerConf,

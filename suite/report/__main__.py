@@ -22,8 +22,8 @@ from suite.results.metrics import METRICS
 from suite.report import render, tables
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m suite.report", description="Build a sweep's leaderboard.")
+def main(argv: list[str] | None = None, prog: str = "python -m suite.report") -> int:
+    p = argparse.ArgumentParser(prog=prog, description="Build a sweep's leaderboard.")
     p.add_argument("sweep", help="sweep name: reads <results>/<sweep>/, writes <out>/<sweep>/")
     p.add_argument("--results", default="results")
     p.add_argument("--from", dest="source", default="auto", choices=["auto", "results", "published"],

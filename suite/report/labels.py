@@ -81,16 +81,27 @@ def describe(spec: dict, keys: list[str]) -> str:
     return " ".join(f"{names[k]}={_show(flat.get(k))}" for k in keys)
 
 
-def split_labels(groups: dict[str, list[str]], specs: dict[str, Optional[dict]]) -> dict[str, str]:
-    """``groups``: the configurations one scheme label covers on each task ({task: [config, ...]}).
-    Returns {config: suffix}: every configuration of the label is named by its values on the keys
-    that differ within some task's group, so a configuration keeps one name on every task. Without
-    a stored spec (older result files) the suffix is the first six characters of the hash."""
+# the settings a scheme label already shows ('alibi swa w=16'), and the code digest, which follows
+# the span and scheme chosen: never repeated in a suffix
+SHOWN = ("position.name", "span.name", "model.pattern", "span.window", "span.chunk", "code")
+
+
+def split_labels(groups: dict[str, list[str]], specs: dict[str, Optional[dict]],
+                 base: Optional[dict[str, str]] = None) -> dict[str, str]:
+    """``groups``: the configurations one scheme name covers on each task ({task: [config, ...]});
+    ``base``: each configuration's label so far ('alibi', 'alibi swa w=16'), none by default.
+    Returns {config: suffix}: every configuration is named by its values on the keys that differ
+    within some task's group, less those the label shows (``SHOWN``), so a configuration keeps one
+    name on every task. Without a stored spec (older result files), or when only the hash tells
+    two apart, the suffix is the first six characters of the hash."""
+    base = base or {}
     configs = list(dict.fromkeys(c for cs in groups.values() for c in cs))
     if any(not specs.get(c) for c in configs):
         return {c: f"[{c[:6]}]" for c in configs}
-    keys = sorted({k for cs in groups.values() if len(set(cs)) > 1 for k in differing_keys([specs[c] for c in set(cs)])})
+    keys = sorted({k for cs in groups.values() if len(set(cs)) > 1 for k in differing_keys([specs[c] for c in set(cs)])
+                   if k not in SHOWN})
     names = {c: describe(specs[c], keys) for c in configs}
-    if any(len({names[c] for c in set(cs)}) < len(set(cs)) for cs in groups.values()):  # only the hash tells them apart
+    full = {c: f"{base.get(c, '')} {names[c]}" for c in configs}
+    if any(len({full[c] for c in set(cs)}) < len(set(cs)) for cs in groups.values()):
         return {c: f"[{c[:6]}]" for c in configs}
     return names

@@ -95,16 +95,22 @@ def primary(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
         other = d.source.notna()
         d.loc[other, "config"] = d.config[other] + "@" + d.source[other].astype(str)
         base = base.where(~other, base + " [" + d.source.astype(str) + "]")
-    per_task = d.config.groupby([base, d.task]).transform("nunique")
-    split = per_task.groupby(base).transform("max") > 1
+    # a scheme name ('alibi', or the pattern) covering several configurations on a task splits all of
+    # them, 'alibi steps=100' and 'alibi swa w=16 steps=1750', not only those sharing a whole label
+    family = d.positions.where(d.pattern == "uniform", d.pattern).astype(str)
+    if "source" in d:
+        family = family.where(d.source.isna(), family + " [" + d.source.astype(str) + "]")
+    per_task = d.config.groupby([family, d.task]).transform("nunique")
+    split = per_task.groupby(family).transform("max") > 1
     suffix = pd.Series("", index=d.index)
-    for label in base[split].unique():
-        rows = d[base == label]
+    for name in family[split].unique():
+        rows = d[family == name]
         groups = {task: list(g.config.unique()) for task, g in rows.groupby("task")}
         specs = {c: json.loads(s) if isinstance(s, str) else None
                  for c, s in (rows.groupby("config").spec.first().items() if "spec" in rows else [])}
-        suffix[rows.index] = rows.config.map(labels.split_labels(groups, specs))
-    d["scheme"] = base.where(~split, base + " " + suffix)
+        named = base[rows.index].groupby(rows.config).first().to_dict()
+        suffix[rows.index] = rows.config.map(labels.split_labels(groups, specs, named))
+    d["scheme"] = base.where(~split | (suffix == ""), base + " " + suffix)
     d.loc[d.status != "ok", "value"] = float("nan")
     return d
 

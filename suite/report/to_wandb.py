@@ -1,6 +1,6 @@
 """Log a sweep's leaderboard to Weights & Biases as tables, next to the sweep's runs.
 
-One W&B run per report (``job_type="report"``, grouped with the sweep's runs), holding the long
+One W&B run per sweep's report (``job_type="report"``, id ``report_id``: a rebuild updates it, grouped with the sweep's runs), holding the long
 leaderboard and the MRR ranking as ``wandb.Table``s and each scheme's MRR (out-of-distribution
 cells and all cells) in the summary.
 Offline by default, like the runs; ``wandb sync`` uploads it later.
@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from suite.config.compose import compose_config
-from suite.tracking import wandb_dir
+from suite.tracking import wandb_dir, wandb_id
 
 
 def logger_settings(results_dir, sweep: str, project: str | None = None, entity: str | None = None) -> dict:
@@ -30,6 +30,11 @@ def logger_settings(results_dir, sweep: str, project: str | None = None, entity:
             "dir": wandb_dir({"dir": logger.dir}, results_dir, sweep)}
 
 
+def report_id(sweep: str) -> str:
+    """The report's W&B run id: one per sweep, so a rebuild updates that run (``resume="allow"``)."""
+    return wandb_id(sweep, "report")
+
+
 def log_report(leaderboard: pd.DataFrame, mrr: pd.DataFrame, sweep: str, *, mode: str = "offline",
                project: str | None = None, entity: str | None = None, results_dir="results") -> str:
     """Returns the W&B run's local directory."""
@@ -39,7 +44,7 @@ def log_report(leaderboard: pd.DataFrame, mrr: pd.DataFrame, sweep: str, *, mode
     folder = Path(where["dir"])
     folder.mkdir(parents=True, exist_ok=True)
     run = wandb.init(project=where["project"], entity=where["entity"], mode=mode, group=sweep, job_type="report",
-                     name=f"report-{sweep}", tags=["report"], dir=str(folder.resolve().parent), reinit="finish_previous",
+                     name=f"report-{sweep}", tags=["report"], id=report_id(sweep), resume="allow", dir=str(folder.resolve().parent), reinit="finish_previous",
                      settings=wandb.Settings(silent=True, console="off"))
     try:
         run.log({"leaderboard": wandb.Table(dataframe=leaderboard.reset_index(drop=True)),

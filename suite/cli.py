@@ -1,0 +1,79 @@
+"""The ``posbench`` command: one entry point for the suite's tools, each subcommand the module's own
+``main`` (the ``python -m`` forms do the same).
+
+    posbench run <overrides>          train and evaluate (suite.run, Hydra: --help, --cfg, -m, --shell-completion)
+    posbench report <sweep>           build reports/<sweep>/ (suite.report)
+    posbench summary <folder>         the leaderboard in the terminal (suite.report.summary)
+    posbench describe <overrides>     the layers a config builds (suite.describe)
+    posbench diagnose <overrides>     recency gaps per layer (suite.diagnose)
+    posbench show <task>              one example of a task (tasks.show)
+    posbench lmeval --run <run> ...   score a run with lm-eval (suite.lmeval)
+    posbench compare A B [C ...]      sweeps side by side (suite.report.compare)
+
+Tab completion of ``run``: ``eval "$(posbench run -sc install=bash)"``.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import re
+import sys
+
+# subcommand -> (module, one-line help); modules are imported only when their subcommand runs
+COMMANDS = {
+    "run": ("suite.run", "train and evaluate one run or a Hydra multirun"),
+    "report": ("suite.report.__main__", "build a sweep's report under reports/<sweep>/"),
+    "summary": ("suite.report.summary", "print a results folder's leaderboard"),
+    "describe": ("suite.describe", "print the layers a config builds"),
+    "diagnose": ("suite.diagnose", "print recency gaps per layer at init or trained"),
+    "show": ("tasks.show", "print one example of a task"),
+    "lmeval": ("suite.lmeval.__main__", "score a stored run or a model with lm-eval"),
+    "compare": ("suite.report.compare", "two or more sweeps in one table and one plot"),
+}
+COMPLETION = ("-sc", "--shell-completion")
+
+
+def usage() -> str:
+    lines = ["usage: posbench <command> [args]   (posbench <command> --help for its options)", "", "commands:"]
+    lines += [f"  {name:<10} {text}" for name, (_, text) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def _run(args: list[str]) -> int:
+    """Hydra's ``suite.run`` under ``posbench run``. Hydra's bash completion calls
+    ``posbench -sc query=bash`` with ``COMP_LINE='posbench run ...'``: the word ``run`` is taken
+    out of the line so Hydra completes the overrides after it."""
+    line = os.environ.get("COMP_LINE")
+    if line is not None:
+        os.environ["COMP_LINE"] = re.sub(r"^(\s*\S+)\s+run(\s|$)", r"\1\2", line)
+    from suite.run import main as run_main
+
+    argv_before, sys.argv = sys.argv, ["posbench", *args]
+    try:
+        run_main()
+    finally:
+        sys.argv = argv_before
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage(), file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    if command in COMPLETION:  # the completion script calls the bare command
+        return _run(argv)
+    if command not in COMMANDS:
+        print(f"posbench: unknown command {command!r}; valid: {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
+    if command == "run":
+        return _run(rest)
+    main_of = importlib.import_module(COMMANDS[command][0]).main
+    named = "prog" in inspect.signature(main_of).parameters  # tasks.show and suite.lmeval name themselves
+    return int((main_of(rest, prog=f"posbench {command}") if named else main_of(rest)) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

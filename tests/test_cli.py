@@ -1,0 +1,82 @@
+"""The ``posbench`` console script: every subcommand has --help and maps onto its module, nothing
+to show exits non-zero, and ``posbench run`` completes Hydra overrides in bash.
+
+Mutation check: in suite/cli.py _run, leaving ``run`` in COMP_LINE makes
+test_run_completes_hydra_overrides_through_the_console_script fail."""
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from suite import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+ARGPARSE = ["report", "summary", "describe", "diagnose", "show", "lmeval", "compare"]
+
+
+def test_the_console_script_is_declared_with_every_subcommand():
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"posbench": "suite.cli:main"}
+    assert list(cli.COMMANDS) == ["run", "report", "summary", "describe", "diagnose", "show", "lmeval", "compare"]
+
+
+@pytest.mark.parametrize("command", ARGPARSE)
+def test_every_subcommand_has_help(command, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([command, "--help"])
+    out = capsys.readouterr().out
+    assert exit_.value.code == 0 and out.startswith("usage: ") and "-h, --help" in out
+    if command not in ("show", "lmeval"):  # those name themselves python -m tasks.show / suite.lmeval
+        assert out.startswith(f"usage: posbench {command} ")
+
+
+def test_no_command_or_an_unknown_one_exits_2_naming_the_choices(capsys):
+    assert cli.main([]) == 2 and "commands:" in capsys.readouterr().err
+    assert cli.main(["--help"]) == 0 and "compare" in capsys.readouterr().out
+    assert cli.main(["sumary"]) == 2
+    assert "unknown command 'sumary'; valid: run, report, summary" in capsys.readouterr().err
+
+
+def test_nothing_to_show_exits_non_zero(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert cli.main(["summary", str(tmp_path / "empty")]) == 1
+    assert cli.main(["report", "none", "--results", str(tmp_path), "--from", "results"]) == 1
+    assert cli.main(["compare", str(tmp_path / "empty"), str(tmp_path / "empty")]) == 1
+    assert cli.main(["describe", "position=nosuch"]) == 2
+    assert "no results under" in capsys.readouterr().err
+
+
+def test_the_python_m_forms_print_help_not_an_error():
+    for module in ("suite.results.store", "suite.describe", "suite.diagnose", "suite.report.summary", "suite.report.compare"):
+        out = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0 and out.stdout.startswith(f"usage: python -m {module} "), (module, out.stderr[-500:])
+
+
+def test_describe_takes_overrides_and_json_in_any_order(capsys):
+    assert cli.main(["describe", "--json", "pattern=rnope", "model.n_layers=2"]) == 0
+    assert '"position": "nope"' in capsys.readouterr().out
+
+
+def _posbench():
+    path = Path(sys.executable).parent / "posbench"
+    if not path.exists():
+        pytest.skip("posbench is not installed in this environment (pip install -e .)")
+    return str(path)
+
+
+def test_run_completes_hydra_overrides_through_the_console_script():
+    exe = _posbench()
+    line = "posbench run position=al"
+    env = {**os.environ, "COMP_LINE": line, "COMP_POINT": str(len(line))}
+    out = subprocess.run([exe, "-sc", "query=bash"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.split() == ["position=alibi"], out.stderr[-1000:]
+    install = subprocess.run([exe, "run", "-sc", "install=bash"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert "complete -o nospace -o default -F hydra_bash_completion posbench" in install.stdout
+
+
+def test_run_help_is_hydras():
+    out = subprocess.run([_posbench(), "run", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "Powered by Hydra" in out.stdout and "position: " in out.stdout

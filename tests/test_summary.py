@@ -1,0 +1,53 @@
+"""``posbench summary`` prints the report's leaderboard cells: one row per configuration, labelled
+as the report labels it.
+
+Mutation check: in suite/report/tables.py primary, splitting a scheme name only past 2
+configurations (``> 2``) pools the two step counts and makes test_two_step_counts_of_one_scheme_print_two_rows fail."""
+import json
+
+import pandas as pd
+import pytest
+
+from suite.report.__main__ import main as report_main
+from suite.report.summary import main, summary_table
+from suite.results import store
+from tests.conftest import make_spec, spec_for
+from tests.test_report import _row, fixture_store  # noqa: F401
+
+
+def _write(tmp_path, steps_values):
+    for steps, value in steps_values:
+        spec = make_spec("position=alibi", f"train.steps={steps}").to_dict()
+        for seed in (0, 1):
+            rid = f"alibi-{steps}-s{seed}"
+            rows = [_row(rid, "alibi", seed, "copy", 32, value + seed / 10, config=f"cfg{steps}", steps=steps)]
+            made = spec_for(rows)  # what the store checks rows against; the steps kept
+            spec_stored = {**spec, "train": {**spec["train"], **made["train"]}, "eval": {**spec["eval"], **made["eval"]},
+                           "tasks": made["tasks"]}
+            store.write_run(tmp_path, "fx", rid, {"run_id": rid, "sweep": "fx", "spec": spec_stored}, rows)
+    return tmp_path / "fx"
+
+
+def test_two_step_counts_of_one_scheme_print_two_rows(tmp_path, capsys):
+    folder = _write(tmp_path, [(10, 0.1), (20, 0.5)])
+    assert main([str(folder)]) == 0
+    out = capsys.readouterr().out
+    lines = [line.split() for line in out.splitlines()[2:]]
+    assert [(line[0], line[1]) for line in lines] == [("alibi", "steps=10"), ("alibi", "steps=20")]
+    assert [float(line[5]) for line in lines] == [0.15, 0.55]  # mean over the two seeds
+    assert [line[-2] for line in lines] == ["2", "2"]  # n_seeds
+
+
+def test_a_summary_equals_the_reports_leaderboard_csv(fixture_store, tmp_path):  # noqa: F811
+    assert report_main(["fx", "--results", str(fixture_store), "--out", str(tmp_path / "rep")]) == 0
+    csv = pd.read_csv(tmp_path / "rep" / "fx" / "leaderboard.csv")
+    with pytest.warns(UserWarning):
+        got = summary_table(store.load(fixture_store / "fx"))
+    cols = ["scheme", "task", "eval_len", "mean", "ci_low", "ci_high", "n_seeds"]
+    pd.testing.assert_frame_equal(got[cols], csv[cols], check_dtype=False)
+
+
+def test_nothing_to_show_exits_1(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert main([str(tmp_path / "empty")]) == 1 and "no results under" in capsys.readouterr().err
+    assert main([str(tmp_path / "missing")]) == 1
