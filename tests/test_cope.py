@@ -7,7 +7,9 @@ test_three_tokens_worked_by_hand; clamp(max=npos_max - 1) -> clamp(max=npos_max)
 test_counts_past_the_table_take_its_last_column; ``frac = (p - floor).detach()``:
 test_term_and_gradients_equal_the_papers_loops; ``self.table.detach()`` in the term:
 test_training_reaches_the_table; a randn table at init: test_an_untrained_table_attends_as_nope;
-``npos_max < 2`` -> ``< 1`` in CoPEConfig: test_bad_npos_max_names_the_value_and_range.
+``npos_max < 2`` -> ``< 1`` in CoPEConfig: test_bad_npos_max_names_the_value_and_range; the default
+table ``dims.train_len + 1`` -> ``2 * dims.train_len`` (or the former fixed 64):
+test_counts_beyond_the_training_length_read_columns_training_reaches.
 In suite/model/attention.py: calling ``logit_term`` before the ``masked_fill`` in reference_attention:
 test_masked_keys_have_no_gate_and_add_nothing_to_the_count; dropping ``scheme.logit_term`` from
 Attention._attend's reference call: test_a_cope_layer_in_a_pattern_records_logits_with_its_term;
@@ -122,6 +124,26 @@ def test_counts_past_the_table_take_its_last_column():
     assert scheme.max_length() is None  # any length runs
 
 
+def test_counts_beyond_the_training_length_read_columns_training_reaches():
+    """The reference's table: training length + 1 columns. Gates near 1 make the largest counts a
+    sequence can: at L = 32 they reach column 32, and every column an 8x sequence reads
+    (its counts capped at 32) is one that a training-length backward gave a gradient."""
+    D, L = 4, 32
+    scheme = COPE(COPE.Config(), Dims(D, 1, D, L))
+    assert tuple(scheme.table.shape) == (D, L + 1)
+
+    def gated(T):
+        q, k = torch.full((1, 1, T, D), 10.0), torch.ones(1, 1, T, D)
+        return q, _masked_logits(q, k, _causal(T))
+
+    q, logits = gated(L)
+    scheme.logit_term(q, logits)[0, 0][_causal(L)].sum().backward()
+    trained = set((scheme.table.grad.abs().sum(0) > 0).nonzero().flatten().tolist())
+    p = scheme.positions(gated(8 * L)[1])[0, 0][_causal(8 * L)]
+    read = set(p.floor().long().tolist()) | set(p.ceil().long().tolist())
+    assert max(read) == L and read <= trained
+
+
 def test_bad_npos_max_names_the_value_and_range():
     with pytest.raises(ValueError, match=r"cope.npos_max=1: must be >= 2"):
         COPE.Config(npos_max=1)
@@ -162,7 +184,7 @@ def test_an_untrained_table_attends_as_nope():
     """The reference initializes the table to zeros: the term is 0 until it trains."""
     tokens = torch.randint(0, 300, (2, 17))
     cope, nope = _model("position=cope", "model.attention=reference"), _model("position=nope", "model.attention=reference")
-    assert torch.equal(cope.schemes[0].table, torch.zeros(8, 64))
+    assert torch.equal(cope.schemes[0].table, torch.zeros_like(cope.schemes[0].table))
     with torch.no_grad():
         assert torch.equal(cope(tokens), nope(tokens))
 

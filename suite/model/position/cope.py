@@ -15,8 +15,10 @@ q·e[p] / sqrt(head_dim); the table (head_dim x npos) starts at zeros, so an unt
 attends as NoPE; positions are clamped to npos - 1; one table serves every head of a layer.
 Two differences: the reference keeps one table per layer, here the layers that use the same
 configuration share one (as every scheme in this suite is shared, and as T5 shares its bias);
-the reference's npos defaults to the block size + 1, here ``npos_max`` is fixed, so a position
-past ``npos_max - 1`` takes the last column and any length runs. With ``log_scale`` the tempered
+as in the reference, the table has the training length + 1 columns by default (its ``npos``
+defaults to the block size + 1), so a count past the training length takes the last column a
+training-length sequence can reach and any length runs; ``npos_max`` sets the columns
+explicitly. With ``log_scale`` the tempered
 queries make both the gates and the term. The term needs the materialized logits, so this
 scheme runs on the reference attention path whatever the implementation asked for.
 """
@@ -34,14 +36,15 @@ from suite.model.position.base import PositionConfig, PositionScheme
 @dataclass(frozen=True)
 class CoPEConfig(PositionConfig):
     """``npos_max``: columns of the position table; positions run 0 .. npos_max - 1, larger counts
-    are capped there. 64 covers every count at a 32-token training length (at most 32) with room
-    to spare; at 8x evaluation (256 tokens) counts past 63 share the last column."""
+    are capped there. None (the default): the training length + 1, as in the reference, so every
+    column is one that counts at the training length (at most L) can read, and a longer
+    sequence's larger counts read the last of them, never an untrained column."""
 
-    npos_max: int = 64
+    npos_max: int | None = None
 
     def __post_init__(self):
         super().__post_init__()
-        if self.npos_max < 2:
+        if self.npos_max is not None and self.npos_max < 2:
             raise ValueError(f"cope.npos_max={self.npos_max}: must be >= 2 (positions 0 .. npos_max - 1)")
 
 
@@ -52,18 +55,19 @@ class CoPE(PositionScheme):
 
     def __init__(self, cfg, dims):
         super().__init__(cfg, dims)
-        self.table = nn.Parameter(torch.zeros(dims.head_dim, cfg.npos_max))  # column n: position n's vector
+        self.npos = cfg.npos_max if cfg.npos_max is not None else dims.train_len + 1
+        self.table = nn.Parameter(torch.zeros(dims.head_dim, self.npos))  # column n: position n's vector
 
     def positions(self, logits: torch.Tensor) -> torch.Tensor:
-        """p_ij = sum_{t=j..i} sigmoid(a_it), capped at npos_max - 1, (B, H, Tq, Tk). Keys outside
+        """p_ij = sum_{t=j..i} sigmoid(a_it), capped at npos - 1, (B, H, Tq, Tk). Keys outside
         the span have a = -inf, a gate of 0, and add nothing to the count."""
         gates = torch.sigmoid(logits.float())
         counts = gates.flip(-1).cumsum(-1).flip(-1)  # sum over keys t >= j; keys after i have gate 0
-        return counts.clamp(max=self.cfg.npos_max - 1)
+        return counts.clamp(max=self.npos - 1)
 
     def logit_term(self, q, logits):  # q (B, H, Tq, D), logits (B, H, Tq, Tk) -> (B, H, Tq, Tk)
         p = self.positions(logits)
-        at_columns = (q.float() @ self.table) / math.sqrt(q.shape[-1])  # (B, H, Tq, npos_max): q . e[n]
+        at_columns = (q.float() @ self.table) / math.sqrt(q.shape[-1])  # (B, H, Tq, npos): q . e[n]
         floor = p.floor()
         low = at_columns.gather(-1, floor.long())
         high = at_columns.gather(-1, p.ceil().long())
