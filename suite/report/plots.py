@@ -12,6 +12,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from suite.report import tables  # noqa: E402
+from suite.report.styles import Style, style_map  # noqa: E402
 
 
 def _png(fig) -> bytes:
@@ -23,15 +24,20 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
-def plot_task(board: pd.DataFrame, task: str) -> bytes:
+def plot_task(board: pd.DataFrame, task: str, styles: dict[str, Style] | None = None) -> bytes:
     """The task's headline metric against eval length, one line per scheme: mean over seeds with
-    its 95 % interval as error bars; the legend sits right of the axes."""
+    its 95 % interval as error bars; the legend sits right of the axes. ``styles``: each scheme's
+    colour and marker (``styles.style_map`` of the whole report, so a scheme looks the same in
+    every plot); default, those of this board's schemes."""
     b = board[board.task == task]
+    styles = styles or style_map(b.scheme)
     fig, ax = plt.subplots(figsize=(6, 3.6), dpi=100)
     for scheme, g in b.groupby("scheme"):
         g = g.sort_values("eval_len")
         yerr = [(g["mean"] - g.ci_low).clip(lower=0).fillna(0), (g.ci_high - g["mean"]).clip(lower=0).fillna(0)]
-        ax.errorbar(g.eval_len, g["mean"], yerr=yerr, marker="o", ms=3, capsize=2, label=scheme)
+        look = styles[scheme]
+        ax.errorbar(g.eval_len, g["mean"], yerr=yerr, color=look.color, marker=look.marker, ms=4, capsize=2,
+                    label=scheme)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("eval length (tokens)")
     ax.set_ylabel(b.metric.iloc[0] if len(b) else "score")

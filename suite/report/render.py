@@ -13,6 +13,7 @@ import pandas as pd
 
 from suite.report import references, tables
 from suite.report.plots import plot_profiles, plot_recency, plot_summary, plot_task
+from suite.report.styles import style_map
 from suite.files import write_atomic
 
 THRESHOLD = 0.8
@@ -84,7 +85,7 @@ def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = THR
         "sweep": sweep, "board": board, "mrr": mrr, "tie": tie, "threshold": threshold, "metric": metric,
         "metrics": pd.DataFrame({"task": task_names,
                                  "metric": [tables.headline_metric(t, metric) for t in task_names]}),
-        "tasks": sorted(board.task.unique()), "effective": tables.effective_length(board, threshold),
+        "tasks": sorted(board.task.unique()), "styles": style_map(board.scheme), "effective": tables.effective_length(board, threshold),
         "summary_plot": plot_summary(board, list(mrr.scheme)),
         "power": power, "tied_share": tables.tied_share(power),
         "half_median": half.median() if len(half) else float("nan"), "half_max": half.max() if len(half) else float("nan"),
@@ -306,7 +307,7 @@ def save(r: dict, out_dir: Path) -> Path:
     splits.csv (when a task has evaluation splits) and plots/ under ``out_dir``; CSV numbers
     rounded to 4 decimals."""
     out_dir = Path(out_dir)
-    plots = {task: plot_task(r["board"], task) for task in r["tasks"]}
+    plots = {task: plot_task(r["board"], task, r["styles"]) for task in r["tasks"]}
     files = {f"plots/{task}.png": png for task, png in plots.items()}
     if r["summary_plot"] is not None:
         files["plots/summary.png"] = r["summary_plot"]

@@ -1,0 +1,60 @@
+"""Plots people read: a look per scheme, kept across a report's plots.
+
+Mutation checks: in suite/report/styles.py, COLOURS cut to tab10 (or style() using i % 10) makes
+test_thirteen_schemes_get_thirteen_colours_and_thirteen_markers fail; render.save drawing each task
+plot without the report's ``styles`` makes test_a_scheme_keeps_its_look_in_every_plot_of_a_report fail.
+"""
+import math
+
+import matplotlib.colors
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+
+from suite.report import plots, render, tables
+from tests.test_report import _row, frame
+
+ZOO = ["alibi", "cope", "fire", "kerple", "learned", "nope", "p-rope", "randomized", "rope", "sinusoidal", "t5",
+       "xpos", "forgetting"]
+
+
+def board(cells, task="copy", train_len=32, metric="token_accuracy"):
+    """A leaderboard from (scheme, eval_len, mean, ci_low, ci_high) cells, n=5 each."""
+    b = pd.DataFrame(cells, columns=["scheme", "eval_len", "mean", "ci_low", "ci_high"])
+    return b.assign(task=task, n=5, std=0.0, metric=metric, train_len=train_len, status="ok", not_learned=0, runs=5)
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """The figures the plots draw, instead of their PNG bytes."""
+    drawn = []
+    monkeypatch.setattr(plots, "_png", lambda fig: drawn.append(fig) or b"")
+    yield drawn
+    for fig in drawn:
+        plt.close(fig)
+
+
+def looks(fig) -> dict[str, tuple[str, str]]:
+    """{legend label: (colour, marker)} of the scheme lines of the figure's first axes."""
+    handles, labels = fig.axes[0].get_legend_handles_labels()
+    return {label: (matplotlib.colors.to_hex(h.lines[0].get_color()), h.lines[0].get_marker())
+            for h, label in zip(handles, labels) if hasattr(h, "lines")}
+
+
+def test_thirteen_schemes_get_thirteen_colours_and_thirteen_markers(figures):
+    plots.plot_task(board([(s, 64, 0.5, 0.4, 0.6) for s in ZOO]), "copy")
+    got = looks(figures[0])
+    assert sorted(got) == sorted(ZOO)
+    assert len({c for c, _ in got.values()}) == 13 and len({m for _, m in got.values()}) == 13
+    assert got["alibi"][0] != got["sinusoidal"][0]  # both tab10 blue before
+
+
+def test_a_scheme_keeps_its_look_in_every_plot_of_a_report(figures, tmp_path):
+    # alibi only on copy: with a style per plot, rope and t5 would shift colour between copy and vt
+    rows = [_row(f"{s}-{t}", s, 0, t, 32, 0.9, metric=tables.headline_metric(t)) for t in ("copy", "vt")
+            for s in ("rope", "t5")]
+    rows += [_row("alibi-copy", "alibi", 0, "copy", 32, 0.9, metric=tables.headline_metric("copy"))]
+    render.save(render.build(frame(rows), "fx"), tmp_path / "fx")
+    by_title = {f.axes[0].get_title(): looks(f) for f in figures if f.axes and f.axes[0].get_title() in ("copy", "vt")}
+    assert set(by_title["copy"]) == {"alibi", "rope", "t5"} and set(by_title["vt"]) == {"rope", "t5"}
+    assert all(by_title["vt"][s] == by_title["copy"][s] for s in ("rope", "t5"))
