@@ -1,6 +1,8 @@
 """Plots people read: a look per scheme, kept across a report's plots.
 
-Mutation checks: in suite/report/styles.py, COLOURS cut to tab10 (or style() using i % 10) makes
+Mutation checks: in suite/report/plots.py _length_axis, dropping the set_xticks line or the axvline
+makes test_x_ticks_are_the_evaluated_lengths_and_the_training_length_is_marked fail; in
+suite/report/styles.py, COLOURS cut to tab10 (or style() using i % 10) makes
 test_thirteen_schemes_get_thirteen_colours_and_thirteen_markers fail; render.save drawing each task
 plot without the report's ``styles`` makes test_a_scheme_keeps_its_look_in_every_plot_of_a_report fail.
 """
@@ -58,3 +60,18 @@ def test_a_scheme_keeps_its_look_in_every_plot_of_a_report(figures, tmp_path):
     by_title = {f.axes[0].get_title(): looks(f) for f in figures if f.axes and f.axes[0].get_title() in ("copy", "vt")}
     assert set(by_title["copy"]) == {"alibi", "rope", "t5"} and set(by_title["vt"]) == {"rope", "t5"}
     assert all(by_title["vt"][s] == by_title["copy"][s] for s in ("rope", "t5"))
+
+
+def test_x_ticks_are_the_evaluated_lengths_and_the_training_length_is_marked(figures):
+    lengths = [32, 40, 48, 64, 128, 256]
+    plots.plot_task(board([(s, x, 0.5, 0.4, 0.6) for s in ("rope", "alibi") for x in lengths], train_len=64), "copy")
+    ax = figures[0].axes[0]
+    figures[0].canvas.draw()
+    assert list(ax.get_xticks()) == lengths
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["32", "40", "48", "64", "128", "256"]
+    assert len(ax.xaxis.get_minorticklocs()) == 0
+    dashed = [line for line in ax.get_lines() if list(line.get_xdata()) == [64, 64] and line.get_linestyle() == "--"]
+    assert len(dashed) == 1 and any(t.get_text() == "trained at 64" for t in ax.texts)
+    left = ax.get_xlim()[0]
+    spans = [p for p in ax.patches if p.get_x() == pytest.approx(left) and p.get_x() + p.get_width() == pytest.approx(64)]
+    assert len(spans) == 1 and left < 32  # shaded: every length up to the training length

@@ -8,6 +8,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
@@ -24,6 +25,22 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
+def _length_axis(ax, lengths: list, train_lens: list) -> None:
+    """A log x axis ticked at the evaluated lengths, as plain numbers (64, not 2^6), the training
+    length a dashed line labelled 'trained at 32' above the axes, the lengths up to it shaded."""
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.set_xticks(lengths, [f"{x:g}" for x in lengths], fontsize=8)
+    ax.set_xlabel("eval length (tokens)")
+    left, right = ax.get_xlim()
+    for train_len in train_lens:
+        ax.axvline(train_len, color="0.35", ls="--", lw=0.9, zorder=0)
+        ax.axvspan(left, train_len, color="0.5", alpha=0.12, lw=0, zorder=0)
+        ax.text(train_len, 1.01, f"trained at {train_len:g}", transform=ax.get_xaxis_transform(), ha="center",
+                va="bottom", fontsize=7, color="0.35")
+    ax.set_xlim(left, right)
+
+
 def plot_task(board: pd.DataFrame, task: str, styles: dict[str, Style] | None = None) -> bytes:
     """The task's headline metric against eval length, one line per scheme: mean over seeds with
     its 95 % interval as error bars; the legend sits right of the axes. ``styles``: each scheme's
@@ -31,15 +48,14 @@ def plot_task(board: pd.DataFrame, task: str, styles: dict[str, Style] | None = 
     every plot); default, those of this board's schemes."""
     b = board[board.task == task]
     styles = styles or style_map(b.scheme)
-    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=100)
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), dpi=100)
     for scheme, g in b.groupby("scheme"):
         g = g.sort_values("eval_len")
         yerr = [(g["mean"] - g.ci_low).clip(lower=0).fillna(0), (g.ci_high - g["mean"]).clip(lower=0).fillna(0)]
         look = styles[scheme]
         ax.errorbar(g.eval_len, g["mean"], yerr=yerr, color=look.color, marker=look.marker, ms=4, capsize=2,
                     label=scheme)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("eval length (tokens)")
+    _length_axis(ax, sorted(b.eval_len.unique()), sorted(b.train_len.dropna().unique()))
     ax.set_ylabel(b.metric.iloc[0] if len(b) else "score")
     ax.set_ylim(-0.03, 1.03)
     ax.set_title(task)
