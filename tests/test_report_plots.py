@@ -1,6 +1,7 @@
 """Plots people read: a look per scheme, kept across a report's plots.
 
-Mutation checks: in suite/report/plots.py _length_axis, dropping the set_xticks line or the axvline
+Mutation checks: in suite/report/plots.py plot_task, looping over b.groupby("scheme") (by name)
+makes test_the_legend_lists_schemes_in_the_order_of_the_table fail; in _length_axis, dropping the set_xticks line or the axvline
 makes test_x_ticks_are_the_evaluated_lengths_and_the_training_length_is_marked fail; in
 suite/report/styles.py, COLOURS cut to tab10 (or style() using i % 10) makes
 test_thirteen_schemes_get_thirteen_colours_and_thirteen_markers fail; render.save drawing each task
@@ -75,3 +76,11 @@ def test_x_ticks_are_the_evaluated_lengths_and_the_training_length_is_marked(fig
     left = ax.get_xlim()[0]
     spans = [p for p in ax.patches if p.get_x() == pytest.approx(left) and p.get_x() + p.get_width() == pytest.approx(64)]
     assert len(spans) == 1 and left < 32  # shaded: every length up to the training length
+
+
+def test_the_legend_lists_schemes_in_the_order_of_the_table(figures):
+    b = board([("rope", 64, 0.9, 0.8, 1.0), ("alibi", 64, 0.5, 0.4, 0.6), ("t5", 64, 0.7, 0.6, 0.8),
+               ("nope", 64, 0.8, 0.7, 0.9)])
+    plots.plot_task(b, "copy")
+    labels = [t.get_text() for t in figures[0].axes[0].get_legend().get_texts()]
+    assert labels == ["rope", "nope", "t5", "alibi"] == list(tables.pivot(b, "copy").index)

@@ -43,14 +43,15 @@ def _length_axis(ax, lengths: list, train_lens: list) -> None:
 
 def plot_task(board: pd.DataFrame, task: str, styles: dict[str, Style] | None = None) -> bytes:
     """The task's headline metric against eval length, one line per scheme: mean over seeds with
-    its 95 % interval as error bars; the legend sits right of the axes. ``styles``: each scheme's
+    its 95 % interval as error bars; the legend sits right of the axes, in the order of the task's
+    table (``tables.scheme_order``: best first). ``styles``: each scheme's
     colour and marker (``styles.style_map`` of the whole report, so a scheme looks the same in
     every plot); default, those of this board's schemes."""
     b = board[board.task == task]
     styles = styles or style_map(b.scheme)
     fig, ax = plt.subplots(figsize=(6.4, 3.6), dpi=100)
-    for scheme, g in b.groupby("scheme"):
-        g = g.sort_values("eval_len")
+    for scheme in tables.scheme_order(b):  # the task table's row order, so the legend ranks best first
+        g = b[b.scheme == scheme].sort_values("eval_len")
         yerr = [(g["mean"] - g.ci_low).clip(lower=0).fillna(0), (g.ci_high - g["mean"]).clip(lower=0).fillna(0)]
         look = styles[scheme]
         ax.errorbar(g.eval_len, g["mean"], yerr=yerr, color=look.color, marker=look.marker, ms=4, capsize=2,
