@@ -1,6 +1,7 @@
 """Plots people read: a look per scheme, kept across a report's plots.
 
-Mutation checks: in suite/report/plots.py plot_task, looping over b.groupby("scheme") (by name)
+Mutation checks: in suite/report/plots.py plot_task, drawing at g.eval_len (no dodge) makes
+test_error_bars_at_one_length_stand_side_by_side fail; looping over b.groupby("scheme") (by name)
 makes test_the_legend_lists_schemes_in_the_order_of_the_table fail; in _length_axis, dropping the set_xticks line or the axvline
 makes test_x_ticks_are_the_evaluated_lengths_and_the_training_length_is_marked fail; in
 suite/report/styles.py, COLOURS cut to tab10 (or style() using i % 10) makes
@@ -84,3 +85,18 @@ def test_the_legend_lists_schemes_in_the_order_of_the_table(figures):
     plots.plot_task(b, "copy")
     labels = [t.get_text() for t in figures[0].axes[0].get_legend().get_texts()]
     assert labels == ["rope", "nope", "t5", "alibi"] == list(tables.pivot(b, "copy").index)
+
+
+def test_error_bars_at_one_length_stand_side_by_side(figures):
+    lengths, schemes = [32, 40, 48, 64, 128, 256], ["alibi", "t5", "nope", "rope", "sinusoidal", "learned"]
+    plots.plot_task(board([(s, x, 0.8, 0.7, 0.9) for s in schemes for x in lengths]), "copy")
+    fig = figures[0]
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    width = max(c.lines[2][0].get_linewidth()[0] for c in ax.containers) * fig.dpi / 72  # a bar's width, px
+    for i, length in enumerate(lengths):
+        xs = sorted(float(c.lines[0].get_xdata()[i]) for c in ax.containers)
+        px = [ax.transData.transform((x, 0.8))[0] for x in xs]
+        assert min(b - a for a, b in zip(px, px[1:])) > width  # no two bars at one length overlap
+        assert max(abs(math.log2(x / length)) for x in xs) < math.log2(40 / 32) / 2  # each still by its tick
+    assert plots.dodge(1, lengths) == [1.0]

@@ -25,6 +25,17 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
+def dodge(n: int, lengths: list) -> list[float]:
+    """Factors that move each of ``n`` lines a little left or right of the evaluated lengths on a
+    log axis, so their error bars at one length stand side by side: 0.04 octave apart, the group
+    spanning at most 0.6 of the narrowest gap between two lengths (centred on the length)."""
+    if n < 2:
+        return [1.0] * n
+    gaps = np.diff(np.log2(lengths)) if len(lengths) > 1 else np.array([1.0])
+    step = min(0.04, 0.6 * gaps.min() / (n - 1))
+    return [float(2 ** ((k - (n - 1) / 2) * step)) for k in range(n)]
+
+
 def _length_axis(ax, lengths: list, train_lens: list) -> None:
     """A log x axis ticked at the evaluated lengths, as plain numbers (64, not 2^6), the training
     length a dashed line labelled 'trained at 32' above the axes, the lengths up to it shaded."""
@@ -43,18 +54,20 @@ def _length_axis(ax, lengths: list, train_lens: list) -> None:
 
 def plot_task(board: pd.DataFrame, task: str, styles: dict[str, Style] | None = None) -> bytes:
     """The task's headline metric against eval length, one line per scheme: mean over seeds with
-    its 95 % interval as error bars; the legend sits right of the axes, in the order of the task's
+    its 95 % interval as error bars, each scheme's a little aside (``dodge``); the legend sits right of the axes, in the order of the task's
     table (``tables.scheme_order``: best first). ``styles``: each scheme's
     colour and marker (``styles.style_map`` of the whole report, so a scheme looks the same in
     every plot); default, those of this board's schemes."""
     b = board[board.task == task]
     styles = styles or style_map(b.scheme)
     fig, ax = plt.subplots(figsize=(6.4, 3.6), dpi=100)
-    for scheme in tables.scheme_order(b):  # the task table's row order, so the legend ranks best first
+    order = tables.scheme_order(b)  # the task table's row order, so the legend ranks best first
+    shifts = dodge(len(order), sorted(b.eval_len.unique()))
+    for scheme, shift in zip(order, shifts):
         g = b[b.scheme == scheme].sort_values("eval_len")
         yerr = [(g["mean"] - g.ci_low).clip(lower=0).fillna(0), (g.ci_high - g["mean"]).clip(lower=0).fillna(0)]
         look = styles[scheme]
-        ax.errorbar(g.eval_len, g["mean"], yerr=yerr, color=look.color, marker=look.marker, ms=4, capsize=2,
+        ax.errorbar(g.eval_len * shift, g["mean"], yerr=yerr, color=look.color, marker=look.marker, ms=4, capsize=2,
                     label=scheme)
     _length_axis(ax, sorted(b.eval_len.unique()), sorted(b.train_len.dropna().unique()))
     ax.set_ylabel(b.metric.iloc[0] if len(b) else "score")
