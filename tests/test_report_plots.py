@@ -1,6 +1,7 @@
 """Plots people read: a look per scheme, kept across a report's plots.
 
-Mutation checks: in suite/report/plots.py plot_task, drawing at g.eval_len (no dodge) makes
+Mutation checks: in suite/report/plots.py plot_task, ax.set_ylim(-0.03, 1.03) instead of fitted(b)
+makes test_the_y_axis_fits_the_data_and_clips_no_interval fail; drawing at g.eval_len (no dodge) makes
 test_error_bars_at_one_length_stand_side_by_side fail; looping over b.groupby("scheme") (by name)
 makes test_the_legend_lists_schemes_in_the_order_of_the_table fail; in _length_axis, dropping the set_xticks line or the axvline
 makes test_x_ticks_are_the_evaluated_lengths_and_the_training_length_is_marked fail; in
@@ -100,3 +101,16 @@ def test_error_bars_at_one_length_stand_side_by_side(figures):
         assert min(b - a for a, b in zip(px, px[1:])) > width  # no two bars at one length overlap
         assert max(abs(math.log2(x / length)) for x in xs) < math.log2(40 / 32) / 2  # each still by its tick
     assert plots.dodge(1, lengths) == [1.0]
+
+
+def test_the_y_axis_fits_the_data_and_clips_no_interval(figures):
+    # flip-flop-like: every score between 0.6 and 1; an unsupported cell has no value to fit
+    b = board([("alibi", 32, 1.0, 1.0, 1.0), ("alibi", 256, 0.91, 0.90, 0.92), ("rope", 32, 1.0, 0.99, 1.0),
+               ("rope", 256, 0.64, 0.61, 0.68), ("learned", 256, math.nan, math.nan, math.nan)], task="flipflop")
+    b.loc[b.scheme == "learned", "n"] = 0
+    b.loc[b.scheme == "learned", "status"] = "unsupported"
+    plots.plot_task(b, "flipflop")
+    low, high = figures[0].axes[0].get_ylim()
+    assert 0.55 < low < 0.61 and 1.0 < high < 1.05  # 0.61 to 1 and a margin, not 0 to 1
+    assert plots.fitted(b) == pytest.approx((0.61 - 0.06 * 0.39, 1.0 + 0.06 * 0.39))
+    assert plots.fitted(board([("rope", 32, 1.0, 1.0, 1.0)])) == pytest.approx((0.98, 1.02))  # one value: 0.02 aside

@@ -25,6 +25,19 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
+def fitted(b: pd.DataFrame, margin: float = 0.06) -> tuple[float, float]:
+    """y limits around every mean and interval end the board shows, ``margin`` of their range (at
+    least 0.02) either side: flip-flop's 0.6 to 1 fills the axes, and no interval is clipped."""
+    scored = b[b.n > 0]
+    values = pd.concat([scored["mean"], scored.ci_low, scored.ci_high]).astype(float)
+    values = values[np.isfinite(values)]
+    if values.empty:
+        return -0.03, 1.03
+    lo, hi = float(values.min()), float(values.max())
+    pad = max(margin * (hi - lo), 0.02)
+    return lo - pad, hi + pad
+
+
 def dodge(n: int, lengths: list) -> list[float]:
     """Factors that move each of ``n`` lines a little left or right of the evaluated lengths on a
     log axis, so their error bars at one length stand side by side: 0.04 octave apart, the group
@@ -71,7 +84,7 @@ def plot_task(board: pd.DataFrame, task: str, styles: dict[str, Style] | None = 
                     label=scheme)
     _length_axis(ax, sorted(b.eval_len.unique()), sorted(b.train_len.dropna().unique()))
     ax.set_ylabel(b.metric.iloc[0] if len(b) else "score")
-    ax.set_ylim(-0.03, 1.03)
+    ax.set_ylim(*fitted(b))
     ax.set_title(task)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
