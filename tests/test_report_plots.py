@@ -1,6 +1,8 @@
 """Plots people read: a look per scheme, kept across a report's plots.
 
-Mutation checks: in suite/report/plots.py plot_task, ax.set_ylim(-0.03, 1.03) instead of fitted(b)
+Mutation checks: in suite/report/render.py, _plots leaving out the split boards (or markdown not
+linking their plots) makes test_each_split_table_has_its_plot_beside_it fail; in suite/report/plots.py
+plot_task, ax.set_ylim(-0.03, 1.03) instead of fitted(b)
 makes test_the_y_axis_fits_the_data_and_clips_no_interval fail; drawing at g.eval_len (no dodge) makes
 test_error_bars_at_one_length_stand_side_by_side fail; looping over b.groupby("scheme") (by name)
 makes test_the_legend_lists_schemes_in_the_order_of_the_table fail; in _length_axis, dropping the set_xticks line or the axvline
@@ -114,3 +116,31 @@ def test_the_y_axis_fits_the_data_and_clips_no_interval(figures):
     assert 0.55 < low < 0.61 and 1.0 < high < 1.05  # 0.61 to 1 and a margin, not 0 to 1
     assert plots.fitted(b) == pytest.approx((0.61 - 0.06 * 0.39, 1.0 + 0.06 * 0.39))
     assert plots.fitted(board([("rope", 32, 1.0, 1.0, 1.0)])) == pytest.approx((0.98, 1.02))  # one value: 0.02 aside
+
+
+def _split_rows(run, scheme, seed, sparse, dense):
+    """A flip-flop run at 32 and 64 tokens: the whole set and its sparse and dense splits."""
+    out = []
+    for eval_len in (32, 64):
+        for part, value in (("all", (sparse + dense) / 2), ("split=sparse", sparse), ("split=dense", dense)):
+            out.append({**_row(run, scheme, seed, "flipflop", eval_len, value, metric="string_match_all"),
+                        "slice": part})
+    return out
+
+
+def test_each_split_table_has_its_plot_beside_it(figures, tmp_path):
+    df = frame(_split_rows("r0", "rope", 0, 0.6, 1.0) + _split_rows("r1", "rope", 1, 0.8, 0.9)
+               + _split_rows("a0", "alibi", 0, 0.9, 0.7))
+    out = render.save(render.build(df, "fx"), tmp_path / "fx")
+    assert sorted(p.name for p in (out / "plots").glob("*.png")) == [
+        "flipflop.dense.png", "flipflop.png", "flipflop.sparse.png", "summary.png"]
+    drawn = {f.axes[0].get_title(): f.axes[0] for f in figures if f.axes}
+    sparse = {label: list(h.lines[0].get_ydata()) for h, label in zip(*drawn["flipflop, split sparse"]
+                                                                      .get_legend_handles_labels())}
+    assert sparse["rope"] == pytest.approx([0.7, 0.7]) and sparse["alibi"] == pytest.approx([0.9, 0.9])
+    md = (out / "index.md").read_text()
+    for split in ("dense", "sparse"):  # the plot follows its own table, before the next heading
+        section = md.split(f"### flipflop, split {split}")[1].split("#")[0]
+        assert section.count("| rope") == 1 and f"![flipflop, split {split}](plots/flipflop.{split}.png)" in section
+        page = (out / "index.html").read_text().split(f"<h3>flipflop, split {split}</h3>")[1].split("<h")[0]
+        assert page.index("</table>") < page.index(f'<img alt="flipflop, split {split}" src="data:image/png')

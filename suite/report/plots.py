@@ -65,12 +65,14 @@ def _length_axis(ax, lengths: list, train_lens: list) -> None:
     ax.set_xlim(left, right)
 
 
-def plot_task(board: pd.DataFrame, task: str, styles: dict[str, Style] | None = None) -> bytes:
+def plot_task(board: pd.DataFrame, task: str, styles: dict[str, Style] | None = None,
+              title: str | None = None) -> bytes:
     """The task's headline metric against eval length, one line per scheme: mean over seeds with
-    its 95 % interval as error bars, each scheme's a little aside (``dodge``); the legend sits right of the axes, in the order of the task's
-    table (``tables.scheme_order``: best first). ``styles``: each scheme's
-    colour and marker (``styles.style_map`` of the whole report, so a scheme looks the same in
-    every plot); default, those of this board's schemes."""
+    its 95 % interval as error bars, each scheme's a little aside (``dodge``); the legend sits
+    right of the axes, in the order of the task's table (``tables.scheme_order``: best first).
+    ``styles``: each scheme's colour and marker (``styles.style_map`` of the whole report, so a
+    scheme looks the same in every plot); default, those of this board's schemes. ``title``:
+    default, the task (a split's board: 'flipflop, split dense')."""
     b = board[board.task == task]
     styles = styles or style_map(b.scheme)
     fig, ax = plt.subplots(figsize=(6.4, 3.6), dpi=100)
@@ -85,7 +87,7 @@ def plot_task(board: pd.DataFrame, task: str, styles: dict[str, Style] | None = 
     _length_axis(ax, sorted(b.eval_len.unique()), sorted(b.train_len.dropna().unique()))
     ax.set_ylabel(b.metric.iloc[0] if len(b) else "score")
     ax.set_ylim(*fitted(b))
-    ax.set_title(task)
+    ax.set_title(title or task)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
     return _png(fig)

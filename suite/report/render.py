@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -75,6 +76,7 @@ def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = THR
     """Every table of the report, computed once. ``metric``: score every task by this metric
     instead of the task's own headline metric."""
     board = tables.leaderboard(df, metric)
+    splits = tables.split_boards(df, metric)
     mrr = tables.mrr_intervals(df, tie, metric)
     power = tables.power(board)
     half = tables.first_ood_half_widths(board)
@@ -85,14 +87,15 @@ def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = THR
         "sweep": sweep, "board": board, "mrr": mrr, "tie": tie, "threshold": threshold, "metric": metric,
         "metrics": pd.DataFrame({"task": task_names,
                                  "metric": [tables.headline_metric(t, metric) for t in task_names]}),
-        "tasks": sorted(board.task.unique()), "styles": style_map(board.scheme), "effective": tables.effective_length(board, threshold),
+        "tasks": sorted(board.task.unique()), "effective": tables.effective_length(board, threshold),
+        "styles": style_map([*board.scheme, *(s for b in splits.values() for s in b.scheme)]),
         "summary_plot": plot_summary(board, list(mrr.scheme)),
         "power": power, "tied_share": tables.tied_share(power),
         "half_median": half.median() if len(half) else float("nan"), "half_max": half.max() if len(half) else float("nan"),
         "not_learned": int(runs.not_learned.sum()), "runs": int(runs.runs.sum()),
         "mrr_marks": _mrr_marks(board),
         "breakdowns": {c: tables.breakdown(df, c, metric) for c in tables.varied(df)},
-        "splits": tables.split_boards(df, metric),
+        "splits": splits,
         "recency": tables.recency_table(df), "recency_plot": plot_recency(df), "profile_plot": plot_profiles(df),
         "provenance": provenance(df, source), "code_groups": tables.code_groups(df), "warning": tables.stale_code_warning(df),
         "reference": ref,
@@ -122,6 +125,19 @@ SPLIT_TEXT = ("The task's evaluation set mixes splits drawn from different distr
 
 def _splits_of(r: dict, task: str) -> list[tuple[str, pd.DataFrame]]:
     return [(split, board) for (t, split), board in r["splits"].items() if t == task]
+
+
+def split_plot(task: str, split: str) -> str:
+    """The name of a split's plot: plots/<task>.<split>.png ('flipflop.in_dist')."""
+    return f"{task}.{re.sub(r'[^A-Za-z0-9_-]', '_', split)}"
+
+
+def _plots(r: dict) -> dict[str, bytes]:
+    """Each task's plot and each split's, by name, every scheme in the report's style."""
+    out = {task: plot_task(r["board"], task, r["styles"]) for task in r["tasks"]}
+    for (task, split), board in r["splits"].items():
+        out[split_plot(task, split)] = plot_task(board, task, r["styles"], title=f"{task}, split {split}")
+    return out
 
 
 def _intro(r: dict) -> str:
@@ -231,7 +247,8 @@ def markdown(r: dict) -> str:
                 f"![{task}](plots/{task}.png)", ""]
         for i, (split, board) in enumerate(_splits_of(r, task)):
             out += [f"### {task}, split {split}", ""] + ([SPLIT_TEXT, ""] if i == 0 else [])
-            out += [_md(tables.pivot(board, task)), ""]
+            out += [_md(tables.pivot(board, task)), "",
+                    f"![{task}, split {split}](plots/{split_plot(task, split)}.png)", ""]
     out += ["## Power", "", _power_text(r), "", r["power"].to_markdown(index=False, floatfmt=".2f"), ""]
     if r["reference"]:
         texts = _ref_texts(r)
@@ -275,7 +292,9 @@ def html_page(r: dict, plots: dict[str, bytes]) -> str:
                   f'<img alt="{esc(task)}" src="data:image/png;base64,{img}">']
         for i, (split, board) in enumerate(_splits_of(r, task)):
             parts += [f"<h3>{esc(task)}, split {esc(split)}</h3>"] + ([f"<p>{esc(SPLIT_TEXT)}</p>"] if i == 0 else [])
-            parts += [_table_html(tables.pivot(board, task))]
+            img = base64.b64encode(plots[split_plot(task, split)]).decode()
+            parts += [_table_html(tables.pivot(board, task)),
+                      f'<img alt="{esc(task)}, split {esc(split)}" src="data:image/png;base64,{img}">']
     parts += ["<h2>Power</h2>", f"<p>{esc(_power_text(r))}</p>",
               _table_html(r["power"], index=False, floatfmt="{:.2f}")]
     if r["reference"]:
@@ -304,11 +323,11 @@ def html_page(r: dict, plots: dict[str, bytes]) -> str:
 
 def save(r: dict, out_dir: Path) -> Path:
     """Write a built report ``r`` as index.md, index.html, leaderboard.csv, mrr.csv, power.csv,
-    splits.csv (when a task has evaluation splits) and plots/ under ``out_dir``; CSV numbers
-    rounded to 4 decimals."""
+    splits.csv (when a task has evaluation splits) and plots/ (one per task and per split) under
+    ``out_dir``; CSV numbers rounded to 4 decimals."""
     out_dir = Path(out_dir)
-    plots = {task: plot_task(r["board"], task, r["styles"]) for task in r["tasks"]}
-    files = {f"plots/{task}.png": png for task, png in plots.items()}
+    plots = _plots(r)
+    files = {f"plots/{name}.png": png for name, png in plots.items()}
     if r["summary_plot"] is not None:
         files["plots/summary.png"] = r["summary_plot"]
     if r["recency_plot"] is not None:
