@@ -35,7 +35,7 @@ def board(cells, task="copy", train_len=32, metric="token_accuracy"):
 def figures(monkeypatch):
     """The figures the plots draw, instead of their PNG bytes."""
     drawn = []
-    monkeypatch.setattr(plots, "_png", lambda fig: drawn.append(fig) or b"")
+    monkeypatch.setattr(plots, "_png", lambda fig: drawn.append(fig) or plots.Plot(b"", []))
     yield drawn
     for fig in drawn:
         plt.close(fig)
@@ -144,3 +144,4 @@ def test_each_split_table_has_its_plot_beside_it(figures, tmp_path):
         assert section.count("| rope") == 1 and f"![flipflop, split {split}](plots/flipflop.{split}.png)" in section
         page = (out / "index.html").read_text().split(f"<h3>flipflop, split {split}</h3>")[1].split("<h")[0]
         assert page.index("</table>") < page.index(f'<img alt="flipflop, split {split}" src="data:image/png')
+

@@ -1,8 +1,11 @@
-"""The report's figures, as PNG bytes: the summary heatmap, each task's score against length,
-and the recency diagnostics. Every legend sits outside the data."""
+"""The report's figures, each a ``Plot`` (PNG bytes and the style of every labelled line): the
+summary heatmap, each task's (and split's) score against length, and the recency diagnostics.
+Every legend sits outside the data."""
 from __future__ import annotations
 
 import io
+import json
+from typing import NamedTuple
 
 import matplotlib
 
@@ -13,16 +16,28 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from suite.report import tables  # noqa: E402
-from suite.report.styles import Style, style_map  # noqa: E402
+from suite.report.styles import Style, drawn, style_map  # noqa: E402
 
 
-def _png(fig) -> bytes:
-    """The figure as PNG bytes, cropped to what it draws (legends outside the axes included); closed."""
+class Plot(NamedTuple):
+    """A drawn figure: its PNG bytes and the colour and marker of each labelled line, as drawn."""
+    png: bytes
+    lines: list[dict]
+
+    def record(self) -> str:
+        """The lines' styles as the JSON the report writes beside the PNG (plots/<name>.styles.json)."""
+        return json.dumps({"lines": self.lines}, indent=1, sort_keys=True) + "\n"
+
+
+def _png(fig) -> Plot:
+    """The figure as PNG bytes, cropped to what it draws (legends outside the axes included), with
+    the styles its labelled lines were drawn in; closed."""
     fig.tight_layout()
+    lines = drawn(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight")
     plt.close(fig)
-    return buf.getvalue()
+    return Plot(buf.getvalue(), lines)
 
 
 def fitted(b: pd.DataFrame, margin: float = 0.06) -> tuple[float, float]:
@@ -66,7 +81,7 @@ def _length_axis(ax, lengths: list, train_lens: list) -> None:
 
 
 def plot_task(board: pd.DataFrame, task: str, styles: dict[str, Style] | None = None,
-              title: str | None = None) -> bytes:
+              title: str | None = None) -> Plot:
     """The task's headline metric against eval length, one line per scheme: mean over seeds with
     its 95 % interval as error bars, each scheme's a little aside (``dodge``); the legend sits
     right of the axes, in the order of the task's table (``tables.scheme_order``: best first).
@@ -93,7 +108,7 @@ def plot_task(board: pd.DataFrame, task: str, styles: dict[str, Style] | None = 
     return _png(fig)
 
 
-def plot_recency(df: pd.DataFrame) -> bytes | None:
+def plot_recency(df: pd.DataFrame) -> Plot | None:
     """Recency gap of the last layer's output against window size, per pattern (and chunk size: a
     chunked run is its own line, at window 0, never a point on the window axis), at init and trained."""
     d = tables.diagnostics(df, "recency_gap")
@@ -115,7 +130,7 @@ def plot_recency(df: pd.DataFrame) -> bytes | None:
     return _png(fig)
 
 
-def plot_profiles(df: pd.DataFrame) -> bytes | None:
+def plot_profiles(df: pd.DataFrame) -> Plot | None:
     """Recency profiles f(d) of each layer's output against lag, one panel per pattern and span
     size (window, or chunk: 'w=16', 'c=16') (trained: solid, init: dashed), mean over seeds."""
     d = tables.diagnostics(df, "recency_cos")
@@ -146,7 +161,7 @@ def plot_profiles(df: pd.DataFrame) -> bytes | None:
     return _png(fig)
 
 
-def plot_summary(board: pd.DataFrame, order: list[str]) -> bytes | None:
+def plot_summary(board: pd.DataFrame, order: list[str]) -> Plot | None:
     """Heatmap of schemes (rows, in ``order``: best MRR first) x tasks at each task's first eval
     length beyond training, coloured by the headline metric's mean over seeds, each cell annotated
     with the mean and its 95 % interval (or why it is empty)."""

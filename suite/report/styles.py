@@ -1,5 +1,6 @@
 """One look per scheme: a colour and a marker, distinct for up to 16 schemes (the zoo has 13), the
-same in every plot of a report."""
+same in every plot of a report. ``drawn`` reads back what a figure's labelled lines used (the report
+writes it beside each plot) and ``clashes`` names two lines of one axes a reader cannot tell apart."""
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -27,3 +28,31 @@ def style_map(schemes) -> dict[str, Style]:
     its plots whatever subset a plot shows."""
     return {s: style(i) for i, s in enumerate(sorted(set(schemes)))}
 
+
+def drawn(fig) -> list[dict]:
+    """Each labelled line of each axes of ``fig`` (legend order), as {axes, label, color, marker}:
+    what was drawn, read from the artists, not what was meant."""
+    import matplotlib.colors
+
+    out = []
+    for i, ax in enumerate(fig.axes):
+        handles, labels = ax.get_legend_handles_labels()
+        for handle, label in zip(handles, labels):
+            line = handle.lines[0] if hasattr(handle, "lines") else handle  # an errorbar's data line
+            if not hasattr(line, "get_marker"):
+                continue
+            out.append({"axes": i, "label": label, "color": matplotlib.colors.to_hex(line.get_color()),
+                        "marker": str(line.get_marker())})
+    return out
+
+
+def clashes(lines: list[dict]) -> list[str]:
+    """Pairs of lines on one axes sharing both colour and marker."""
+    seen, out = {}, []
+    for line in lines:
+        key = (line["axes"], line["color"], line["marker"])
+        if key in seen:
+            out.append(f"{seen[key]!r} and {line['label']!r} share colour {line['color']} and marker {line['marker']!r}")
+        else:
+            seen[key] = line["label"]
+    return out
