@@ -145,3 +145,11 @@ def test_each_split_table_has_its_plot_beside_it(figures, tmp_path):
         page = (out / "index.html").read_text().split(f"<h3>flipflop, split {split}</h3>")[1].split("<h")[0]
         assert page.index("</table>") < page.index(f'<img alt="flipflop, split {split}" src="data:image/png')
 
+
+def test_a_report_rebuilt_from_the_same_runs_is_the_same_bytes(tmp_path):
+    df = frame(_split_rows("r0", "rope", 0, 0.6, 1.0) + _split_rows("a0", "alibi", 0, 0.9, 0.7))
+    first, second = (render.write(df, "fx", tmp_path / name) for name in ("one", "two"))
+    names = sorted(str(p.relative_to(first)) for p in first.rglob("*") if p.is_file())
+    assert "plots/flipflop.sparse.png" in names and "plots/flipflop.sparse.styles.json" in names
+    assert names == sorted(str(p.relative_to(second)) for p in second.rglob("*") if p.is_file())
+    assert all((first / n).read_bytes() == (second / n).read_bytes() for n in names)
