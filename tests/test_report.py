@@ -15,7 +15,7 @@ from suite.config.codedigest import spec_digest
 from tests.conftest import spec_for
 
 from suite.results import store
-from suite.report import render, tables
+from suite.report import plots, render, tables
 
 
 def _board(rows, train_len=32):
@@ -123,8 +123,10 @@ def test_report_tables_from_a_fixture_store(fixture_store, tmp_path):
 
     (tmp_path / "reports" / "fx" / "plots").mkdir(parents=True)
     (tmp_path / "reports" / "fx" / "plots" / "mqar.png").write_bytes(b"a task this sweep does not have")
+    (tmp_path / "reports" / "fx" / "plots" / "mqar.styles.json").write_text("{}")
     out = render.write(df, "fx", tmp_path / "reports" / "fx")
-    assert sorted(p.name for p in (out / "plots").iterdir()) == ["copy.png", "summary.png"]
+    assert sorted(p.name for p in (out / "plots").iterdir()) == [
+        "copy.png", "copy.styles.json", "summary.png", "summary.styles.json"]
     text = (out / "leaderboard.csv").read_text()
     assert not re.search(r"\d\.\d{5,}", text)  # rounded to 4 decimals
     csv = pd.read_csv(out / "leaderboard.csv")
@@ -190,7 +192,7 @@ def test_html_report_escapes_run_supplied_strings(fixture_store, tmp_path):
     with pytest.warns(UserWarning, match="junk.json"):
         df = store.load(fixture_store / "fx")
     df.loc[df.positions == "rope", "positions"] = "<script>alert(1)</script>"
-    page = render.html_page(render.build(df, "<b>sweep</b>"), {"copy": b"png"})
+    page = render.html_page(render.build(df, "<b>sweep</b>"), {"copy": plots.Plot(b"png", [])})
     assert "<script>" not in page and "&lt;script&gt;" in page and "<b>sweep</b>" not in page
 
 

@@ -1,13 +1,16 @@
 """make report-check: a headless Chromium sees a non-blank first screen, every image, the MRR table.
 
-Mutation check: in suite/report/check.py blank, a 1 % threshold of 0 (``< 0``) makes
-test_a_one_colour_screenshot_is_blank_and_a_drawn_one_is_not fail.
+Mutation checks: in suite/report/check.py blank, a 1 % threshold of 0 (``< 0``) makes
+test_a_one_colour_screenshot_is_blank_and_a_drawn_one_is_not fail; styles.clashes keying on the
+label instead of (axes, colour, marker), or style_problems skipping a plot without a record, makes
+test_two_lines_of_one_plot_in_one_look_fail_the_style_check fail.
 """
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
 from suite.report import check, render
+from suite.report.styles import Style
 from tests.test_report_readable import _df
 
 
@@ -18,6 +21,18 @@ def test_a_one_colour_screenshot_is_blank_and_a_drawn_one_is_not(tmp_path):
     white[20:40, 10:90] = 0  # a line of text's worth of ink
     plt.imsave(tmp_path / "text.png", white)
     assert not check.blank(tmp_path / "text.png")
+
+
+def test_two_lines_of_one_plot_in_one_look_fail_the_style_check(tmp_path):
+    r = render.build(_df(), "fx")
+    assert check.style_problems(render.save(r, tmp_path / "ok")) == []
+    r["styles"] = {**r["styles"], "alibi": Style("#1f77b4", "o"), "rope": Style("#1f77b4", "o")}  # one look twice
+    out = render.save(r, tmp_path / "dup")
+    assert check.style_problems(out) == [
+        "plots/copy.png: 'alibi' and 'rope' share colour #1f77b4 and marker 'o'"]  # read from the drawn lines
+    (out / "plots" / "summary.styles.json").unlink()
+    assert "plots/summary.png has no style record plots/summary.styles.json (rebuild the report)" in \
+        check.style_problems(out)
 
 
 @pytest.fixture

@@ -1,7 +1,9 @@
 """``python -m suite.report.check reports/default ...``: open each report's ``index.html`` in
 headless Chromium (through Playwright, with the system's Chromium: nothing is downloaded) and
 check it as a reader would see it: the first screen is not blank, every image has loaded, and the
-MRR table is visible. A screenshot of the first screen is saved for a person to look at.
+MRR table is visible. A screenshot of the first screen is saved for a person to look at. It also
+reads the style record beside each plot (``plots/<name>.styles.json``, written by the report from
+the drawn lines): no two lines of one plot may share a colour and a marker.
 
 ``make report-check`` runs it on every report under ``reports/``; CI runs that when Chromium is
 installed (Debian: ``apt-get install chromium``).
@@ -9,11 +11,14 @@ installed (Debian: ``apt-get install chromium``).
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 from pathlib import Path
 
 import numpy as np
+
+from suite.report.styles import clashes
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 VIEWPORT = {"width": 1280, "height": 1000}
@@ -31,6 +36,19 @@ def blank(png: Path) -> bool:
     pixels = matplotlib.image.imread(png)[..., :3].reshape(-1, 3)
     values, counts = np.unique((pixels * 255).astype(np.uint8), axis=0, return_counts=True)
     return 1 - counts.max() / counts.sum() < 0.01
+
+
+def style_problems(report: Path) -> list[str]:
+    """Plots of ``report`` whose lines a reader cannot tell apart (two share a colour and a marker),
+    or that have no style record to tell (a report built before records were written: rebuild it)."""
+    problems = []
+    for png in sorted((Path(report) / "plots").glob("*.png")):
+        record = png.with_suffix(".styles.json")
+        if not record.is_file():
+            problems.append(f"plots/{png.name} has no style record plots/{record.name} (rebuild the report)")
+            continue
+        problems += [f"plots/{png.name}: {c}" for c in clashes(json.loads(record.read_text())["lines"])]
+    return problems
 
 
 def check_page(page, html: Path, screenshot: Path) -> list[str]:
@@ -75,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         page = browser.new_page(viewport=VIEWPORT)
         for report in args.reports:
             shot = args.screenshots / f"{report.name}.png"
-            problems = check_page(page, report / "index.html", shot)
+            problems = style_problems(report) + check_page(page, report / "index.html", shot)
             failed += bool(problems)
             print(f"{report}: " + ("; ".join(problems) if problems else f"ok (screenshot {shot})"))
         browser.close()

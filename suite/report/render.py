@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from pathlib import Path
 
 import pandas as pd
 
 from suite.report import references, tables
-from suite.report.plots import plot_profiles, plot_recency, plot_summary, plot_task
+from suite.report.plots import Plot, plot_profiles, plot_recency, plot_summary, plot_task
+from suite.report.styles import style_map
 from suite.files import write_atomic
 
 THRESHOLD = 0.8
@@ -74,6 +76,7 @@ def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = THR
     """Every table of the report, computed once. ``metric``: score every task by this metric
     instead of the task's own headline metric."""
     board = tables.leaderboard(df, metric)
+    splits = tables.split_boards(df, metric)
     mrr = tables.mrr_intervals(df, tie, metric)
     power = tables.power(board)
     half = tables.first_ood_half_widths(board)
@@ -85,13 +88,14 @@ def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = THR
         "metrics": pd.DataFrame({"task": task_names,
                                  "metric": [tables.headline_metric(t, metric) for t in task_names]}),
         "tasks": sorted(board.task.unique()), "effective": tables.effective_length(board, threshold),
+        "styles": style_map([*board.scheme, *(s for b in splits.values() for s in b.scheme)]),
         "summary_plot": plot_summary(board, list(mrr.scheme)),
         "power": power, "tied_share": tables.tied_share(power),
         "half_median": half.median() if len(half) else float("nan"), "half_max": half.max() if len(half) else float("nan"),
         "not_learned": int(runs.not_learned.sum()), "runs": int(runs.runs.sum()),
         "mrr_marks": _mrr_marks(board),
         "breakdowns": {c: tables.breakdown(df, c, metric) for c in tables.varied(df)},
-        "splits": tables.split_boards(df, metric),
+        "splits": splits,
         "recency": tables.recency_table(df), "recency_plot": plot_recency(df), "profile_plot": plot_profiles(df),
         "provenance": provenance(df, source), "code_groups": tables.code_groups(df), "warning": tables.stale_code_warning(df),
         "reference": ref,
@@ -121,6 +125,22 @@ SPLIT_TEXT = ("The task's evaluation set mixes splits drawn from different distr
 
 def _splits_of(r: dict, task: str) -> list[tuple[str, pd.DataFrame]]:
     return [(split, board) for (t, split), board in r["splits"].items() if t == task]
+
+
+def split_plot(task: str, split: str) -> str:
+    """The name of a split's plot: plots/<task>.<split>.png ('flipflop.in_dist')."""
+    return f"{task}.{re.sub(r'[^A-Za-z0-9_-]', '_', split)}"
+
+
+def _plots(r: dict) -> dict[str, Plot]:
+    """Every plot of the report by name: the summary, each task's and each split's (every scheme in
+    the report's style), the recency diagnostics."""
+    named = {"summary": r["summary_plot"], "recency": r["recency_plot"], "profiles": r["profile_plot"]}
+    out = {name: plot for name, plot in named.items() if plot is not None}
+    out |= {task: plot_task(r["board"], task, r["styles"]) for task in r["tasks"]}
+    for (task, split), board in r["splits"].items():
+        out[split_plot(task, split)] = plot_task(board, task, r["styles"], title=f"{task}, split {split}")
+    return out
 
 
 def _intro(r: dict) -> str:
@@ -230,7 +250,8 @@ def markdown(r: dict) -> str:
                 f"![{task}](plots/{task}.png)", ""]
         for i, (split, board) in enumerate(_splits_of(r, task)):
             out += [f"### {task}, split {split}", ""] + ([SPLIT_TEXT, ""] if i == 0 else [])
-            out += [_md(tables.pivot(board, task)), ""]
+            out += [_md(tables.pivot(board, task)), "",
+                    f"![{task}, split {split}](plots/{split_plot(task, split)}.png)", ""]
     out += ["## Power", "", _power_text(r), "", r["power"].to_markdown(index=False, floatfmt=".2f"), ""]
     if r["reference"]:
         texts = _ref_texts(r)
@@ -256,25 +277,29 @@ def _table_html(t: pd.DataFrame, index: bool = True, floatfmt: str = "{:.3f}") -
     return t.to_html(index=False, escape=True, float_format=floatfmt.format, na_rep=tables.EMPTY, border=0)
 
 
-def html_page(r: dict, plots: dict[str, bytes]) -> str:
+def _img(alt: str, plot: Plot, attrs: str = "") -> str:
+    """The plot's PNG embedded in the page."""
+    return f'<img{attrs} alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(plot.png).decode()}">'
+
+
+def html_page(r: dict, plots: dict[str, Plot]) -> str:
     esc = html.escape
     parts = [f"<h1>PosBench leaderboard: <code>{esc(r['sweep'])}</code></h1>"]
     if r["warning"]:
         parts += [f"<p class='warn'>Warning: {esc(r['warning'])}</p>"]
     if r["summary_plot"] is not None:
-        img = base64.b64encode(r["summary_plot"]).decode()
-        parts += [f'<img id="summary" alt="summary: every scheme on every task at the first length beyond training" '
-                  f'src="data:image/png;base64,{img}">']
+        parts += [_img("summary: every scheme on every task at the first length beyond training", r["summary_plot"],
+                       ' id="summary"')]
     parts += ["<h2>Mean Reciprocal Rank</h2>", f"<p>{esc(_mrr_text(r))}</p>",
               _table_html(mrr_display(r["mrr"], r["mrr_marks"]), index=False).replace("<table", '<table id="mrr"', 1),
               "<h2>How to read the tables</h2>", f"<p>{esc(_intro(r))}</p>", _table_html(r["metrics"], index=False)]
     for task in r["tasks"]:
-        img = base64.b64encode(plots[task]).decode()
         parts += [f"<h2>{esc(task)}</h2>", _table_html(tables.pivot(r["board"], task)),
-                  f'<img alt="{esc(task)}" src="data:image/png;base64,{img}">']
+                  _img(task, plots[task])]
         for i, (split, board) in enumerate(_splits_of(r, task)):
             parts += [f"<h3>{esc(task)}, split {esc(split)}</h3>"] + ([f"<p>{esc(SPLIT_TEXT)}</p>"] if i == 0 else [])
-            parts += [_table_html(tables.pivot(board, task))]
+            parts += [_table_html(tables.pivot(board, task)),
+                      _img(f"{task}, split {split}", plots[split_plot(task, split)])]
     parts += ["<h2>Power</h2>", f"<p>{esc(_power_text(r))}</p>",
               _table_html(r["power"], index=False, floatfmt="{:.2f}")]
     if r["reference"]:
@@ -284,11 +309,8 @@ def html_page(r: dict, plots: dict[str, bytes]) -> str:
                   _table_html(r["ref_agreement"], index=False, floatfmt="{:.2f}")]
     parts += ["<h2>Effective length</h2>", _table_html(effective_display(r["effective"]))]
     if not r["recency"].empty:
-        img = base64.b64encode(r["recency_plot"]).decode()
-        prof = base64.b64encode(r["profile_plot"]).decode()
         parts += ["<h2>Recency gap (diagnostics)</h2>", f"<p>{esc(RECENCY_TEXT)}</p>", _table_html(r["recency"], index=False),
-                  f'<img alt="recency" src="data:image/png;base64,{img}">',
-                  f'<img alt="profiles" src="data:image/png;base64,{prof}">']
+                  _img("recency", r["recency_plot"]), _img("profiles", r["profile_plot"])]
     for column, t in r["breakdowns"].items():
         parts += [f"<h2>By {esc(column)}</h2>", _table_html(t)]
     parts += ["<h2>Provenance</h2><ul>"] + [f"<li>{esc(k)}: {esc(str(v))}</li>" for k, v in r["provenance"].items()]
@@ -303,15 +325,13 @@ def html_page(r: dict, plots: dict[str, bytes]) -> str:
 
 def save(r: dict, out_dir: Path) -> Path:
     """Write a built report ``r`` as index.md, index.html, leaderboard.csv, mrr.csv, power.csv,
-    splits.csv (when a task has evaluation splits) and plots/ under ``out_dir``; CSV numbers
-    rounded to 4 decimals."""
+    splits.csv (when a task has evaluation splits) and plots/ (one per task and per split) under
+    ``out_dir``; CSV numbers rounded to 4 decimals."""
     out_dir = Path(out_dir)
-    plots = {task: plot_task(r["board"], task) for task in r["tasks"]}
-    files = {f"plots/{task}.png": png for task, png in plots.items()}
-    if r["summary_plot"] is not None:
-        files["plots/summary.png"] = r["summary_plot"]
-    if r["recency_plot"] is not None:
-        files["plots/recency.png"], files["plots/profiles.png"] = r["recency_plot"], r["profile_plot"]
+    plots = _plots(r)
+    files = {}
+    for name, plot in plots.items():  # each PNG with the record of the styles its lines were drawn in
+        files[f"plots/{name}.png"], files[f"plots/{name}.styles.json"] = plot.png, plot.record()
     board = r["board"].rename(columns={"n": "n_seeds"})[BOARD_CSV]
     files["leaderboard.csv"] = board.round(4).to_csv(index=False)
     files["mrr.csv"] = r["mrr"][MRR_CSV].round(4).to_csv(index=False)
@@ -326,7 +346,8 @@ def save(r: dict, out_dir: Path) -> Path:
         write_atomic(out_dir / name, data)
     if not r["splits"] and (out_dir / "splits.csv").exists():  # nor a split table of a sweep without splits
         (out_dir / "splits.csv").unlink()
-    for old in (out_dir / "plots").glob("*.png"):  # a plot of a task the sweep no longer has must not linger
+    for old in [*(out_dir / "plots").glob("*.png"), *(out_dir / "plots").glob("*.styles.json")]:
+        # a plot of a task the sweep no longer has must not linger
         if f"plots/{old.name}" not in files:
             old.unlink()
     return out_dir
