@@ -3,6 +3,7 @@
 Mutation check: in suite/lmeval/tasks.py score, string_match_part any(hits) -> all(hits) makes
 test_scores fail."""
 import json
+import os
 
 import pytest
 import torch
@@ -377,6 +378,33 @@ def test_entry_point_arguments(run_file):
     assert include_args(["--tasks", "x"]) == ["--include_path", str(include_dir()), "--tasks", "x"]
     with pytest.raises(ValueError, match="--include_path"):
         include_args(["--include_path", "mine"])
+
+
+def run_copy(run_file, folder, **run_meta):
+    """A copy of ``run_file`` (and its weights) under ``folder``, its ``run`` entry updated by ``run_meta``."""
+    payload = json.loads(run_file.read_text())
+    payload["run"].update(run_meta)
+    copy = folder / "lm" / run_file.name
+    (copy.parent / "_work" / run_file.stem).mkdir(parents=True)
+    copy.write_text(json.dumps(payload))
+    (copy.parent / "_work" / run_file.stem / "model.pt").write_bytes((run_file.parent / "_work" / run_file.stem / "model.pt").read_bytes())
+    return copy
+
+
+def test_threads_default_to_the_runs_and_an_explicit_model_arg_wins(run_file, tmp_path):
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("needs two cores to tell the run's threads from one")
+    numeric = json.loads(run_file.read_text())["run"]["numeric"]
+    stored = run_copy(run_file, tmp_path, numeric={**numeric, "threads": 2})
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        PosBenchEvalLM(pretrained=str(stored))
+        assert torch.get_num_threads() == 2  # the run's, not torch's default nor the one set before
+        PosBenchEvalLM(pretrained=str(stored), threads="1")
+        assert torch.get_num_threads() == 1  # --model_args threads=1 wins
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_the_model_is_named_by_pretrained_and_unknown_args_are_named(run_file):

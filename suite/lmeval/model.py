@@ -15,11 +15,14 @@ Model args: ``pretrained`` (the run: a result JSON, a run's ``_work/<run_id>`` f
 or its hash searched under ``results_dir``; lm-eval names the model, and so its ``--output_path``
 folder, after it), ``results_dir`` (default ``results``), ``sweep`` (search only
 ``results_dir/<sweep>``), ``batch_size`` (default 32), ``device`` (default: CUDA when there is
-one) and ``threads`` (torch CPU threads; default: torch's own).
+one) and ``threads`` (torch CPU threads; default: the threads the run was trained with, its stored
+numeric signature's ``threads``, as ``suite.reproduce`` reruns it; torch's own for a run that
+stores none).
 """
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import lm_eval.models  # noqa: F401  (lm-eval's own models: registered only while its registry is empty)
@@ -94,6 +97,13 @@ def load_run(run, results_dir="results", device="cpu", sweep=None) -> tuple[PosB
     return model.to(device).eval(), payload
 
 
+def run_threads(payload: dict) -> int | None:
+    """The torch threads a run was trained and scored with (its numeric signature), at most this
+    machine's cores; None when the run stores none."""
+    threads = (payload["run"].get("numeric") or {}).get("threads")
+    return min(int(threads), os.cpu_count() or 1) if threads else None
+
+
 def _device(device) -> torch.device:
     if device is None or (str(device).startswith("cuda") and not torch.cuda.is_available()):
         if device is not None:
@@ -113,10 +123,11 @@ class PosBenchEvalLM(TemplateLM):
             named = f"unknown model arg(s) {sorted(unknown)}" if unknown else "no model arg pretrained"
             raise ValueError(f"posbench: {named}; valid: {', '.join(MODEL_ARGS)} (pretrained: the run's id, "
                              "hash, result file or _work/<run_id> folder)")
-        if threads:
-            torch.set_num_threads(int(threads))
         self._device = _device(device)
         self.model, self.payload = load_run(pretrained, results_dir, self._device, sweep)
+        threads = threads or run_threads(self.payload)
+        if threads:
+            torch.set_num_threads(int(threads))
         self.run_id = self.payload["run"].get("run_id")
         size = str(batch_size or DEFAULT_BATCH)
         self.batch_size = int(size) if size.isdigit() else DEFAULT_BATCH  # "auto": the default
