@@ -369,7 +369,7 @@ def test_entry_point_arguments(run_file):
     assert json.loads(args[args.index("--model_args") + 1]) == {
         "pretrained": run_file.stem, "results_dir": str(run_file.resolve().parent.parent), "sweep": "lm"}
     assert json.loads(args[args.index("--metadata") + 1]) == {
-        "lengths": [32, 64], "data_seed": 1234, "params": {"copy": {"alphabet": None, "distinct": True, "eos": False}}}
+        "lengths": [32, 64], "n_examples": 6, "data_seed": 1234, "params": {"copy": {"alphabet": None, "distinct": True, "eos": False}}}
     work = run_file.resolve().parent / "_work" / run_file.stem
     assert args[args.index("--output_path") + 1] == str(work / "lmeval" / "results.json")
     assert args[-2:] == ["--tasks", "posbench_copy"]

@@ -8,9 +8,10 @@ With ``--run`` it adds ``--model posbench --model_args pretrained=<run id>`` (wi
 ``--output_path`` folder, after the run id), writes results to
 ``<sweep>/_work/<run_id>/lmeval/results_<time>.json`` (and ``samples_<task>_<time>.jsonl`` with
 ``--log_samples``) unless ``--output_path`` is given, batches 32 documents (unless
-``--batch_size`` is given) and sets the task metadata ``lengths``, ``data_seed`` and ``params``
-to the run's own evaluation lengths (its training length times its ``eval.multiples``), eval
-seed and task parameters, so the documents are the run's own evaluation sets; a key given with
+``--batch_size`` is given) and sets the task metadata ``lengths``, ``n_examples``, ``data_seed``
+and ``params`` to the run's own evaluation lengths (its training length times its
+``eval.multiples``), examples per length (``eval.n_examples``), eval seed and task parameters,
+so the documents are the run's own evaluation sets; a key given with
 ``--metadata`` replaces the run's. Without ``--run`` the arguments go to lm-eval unchanged.
 Either way ``--include_path`` is the PosBench task YAMLs. When every task asked for is a
 PosBench one, lm-eval indexes only those: its index of its ~14,700 built-in task YAMLs is most
@@ -89,7 +90,7 @@ def run_args(run: str, results_dir: str, rest: list[str]) -> list[str]:
     metadata = {}
     if stored:
         spec = run_spec_from_dict(stored)
-        metadata = {"lengths": spec.eval_lengths, "data_seed": spec.eval.seed,
+        metadata = {"lengths": spec.eval_lengths, "n_examples": spec.eval.n_examples, "data_seed": spec.eval.seed,
                     "params": {t.name: dict(t.params) for t in spec.tasks}}
     model_args = {"pretrained": path.stem, "results_dir": str(path.parent.parent), "sweep": path.parent.name}
     out = ["--model", "posbench", "--model_args", json.dumps(model_args), "--metadata", json.dumps(metadata)]
