@@ -244,9 +244,9 @@ def test_simple_evaluate_scores_a_run_as_posbench_scores_it_per_length(lm, run_f
     out = lm_eval.simple_evaluate(model="posbench", model_args=f"pretrained={run_file}",
                                   tasks=["posbench_niah_single", "posbench_mqar"], task_manager=tm, limit=4,
                                   log_samples=True, bootstrap_iters=0)
-    # 4 documents, 2 per length: lm-eval counts the documents of one length filter
-    assert out["n-samples"] == {"posbench_niah_single": {"original": 6, "effective": 2},
-                                "posbench_mqar": {"original": 36, "effective": 2}}
+    # --limit 4: 4 documents per length (niah_single has 3 of each); lm-eval counts one length's
+    assert out["n-samples"] == {"posbench_niah_single": {"original": 6, "effective": 3},
+                                "posbench_mqar": {"original": 36, "effective": 4}}
     for name, metrics in (("posbench_niah_single", ["exact_match"]),
                           ("posbench_mqar", ["exact_match", "string_match_all", "string_match_part"])):
         values = out["results"][name]
@@ -273,6 +273,23 @@ def test_simple_evaluate_scores_a_run_as_posbench_scores_it_per_length(lm, run_f
             assert hits
             em = sum(all(h) for h in hits.values()) / len(hits)
             assert values[f"exact_match,len={length}"] == pytest.approx(em)
+
+
+def test_limit_takes_that_many_documents_of_each_length(lm, caplog, monkeypatch):
+    """mqar at three lengths, 12 documents (queries) each, alternating 32, 48, 64 with an example's
+    queries: the first 5 documents overall would be 2, 2 and 1 of the lengths."""
+    asked = []
+    monkeypatch.setattr(lm, "generate_until", lambda reqs, **kw: asked.extend(reqs) or ["x"] * len(reqs))
+    out = lm_eval.simple_evaluate(model=lm, tasks=["posbench_mqar"], task_manager=manager(lengths=[32, 48, 64], n_examples=2),
+                                  limit=5, log_samples=True, bootstrap_iters=0)
+    assert len(asked) == 15  # the model is asked for those 15 documents only, not all 36
+    scored = [s for s in out["samples"]["posbench_mqar"] if s["metrics"]]
+    for length in (32, 48, 64):
+        mine = [s["doc"] for s in scored if s["filter"] == f"len={length}"]
+        assert len(mine) == 5 and {d["length"] for d in mine} == {length}
+        assert [d["query"] for d in mine] == [0, 1, 2, 3, 4]  # that length's first five documents
+    assert out["n-samples"]["posbench_mqar"] == {"original": 36, "effective": 5}
+    assert "not scored on the same number" not in caplog.text
 
 
 def test_generation_stops_at_each_documents_answer_length(run_file):

@@ -10,6 +10,12 @@ capped at each document's answer length.
   so each length gets its own ``exact_match,len=<n>`` (and every other metric), the metrics keep
   their names, aggregations and ``higher_is_better``, and a group's ``aggregate_metric_list``
   averages each length over its tasks, since lm-eval groups find the filters themselves.
+* **``--limit N`` takes N documents of each length.** lm-eval's limit is the first N documents
+  of a task (``Task.doc_iterator``, ``instances[:limit]`` in ``Task.build_all_requests``); here it
+  is the first N documents of every length, so each ``len=<n>`` result is scored on N documents
+  (or all of that length's, when it has fewer) and lm-eval's ``n-samples`` ``effective`` is N. An
+  example's queries are documents (``suite.lmeval.tasks``), so N counts queries, as lm-eval does.
+  A fractional limit is turned into a count by lm-eval over all lengths before the task sees it.
 * **Generation stops at the answer.** A generation request's ``max_gen_toks`` is the document's
   ``answer_len`` (its answer's token count in PosBench's word tokenizer): scoring reads only
   that many words. ``--gen_kwargs max_gen_toks=N`` replaces it for every document, for a model
@@ -17,6 +23,7 @@ capped at each document's answer length.
 """
 from __future__ import annotations
 
+from lm_eval import utils
 from lm_eval.api.filter import Filter
 from lm_eval.api.registry import register_filter
 from lm_eval.api.task import ConfigurableTask
@@ -27,6 +34,17 @@ LENGTH_FILTER = "posbench_length"
 def filter_name(length: int) -> str:
     """The filter (and result key suffix) of the documents of ``length`` tokens."""
     return f"len={length}"
+
+
+def first_per_length(lengths: list[int], limit: int) -> list[int]:
+    """Indices of the first ``limit`` documents of each length, in document order."""
+    seen: dict[int, int] = {}
+    chosen = []
+    for i, length in enumerate(lengths):
+        if seen.get(length, 0) < limit:
+            seen[length] = seen.get(length, 0) + 1
+            chosen.append(i)
+    return chosen
 
 
 @register_filter(LENGTH_FILTER)
@@ -56,6 +74,25 @@ class PosBenchTask(ConfigurableTask):
             {"name": filter_name(n), "filter": [{"function": "take_first"}, {"function": LENGTH_FILTER, "length": n}]}
             for n in lengths
         ]
+
+    def doc_iterator(self, *, rank: int = 0, limit: int | None = None, world_size: int = 1, samples=None):
+        """lm-eval's (doc_id, doc) pairs of this rank; with ``limit``, of the first ``limit``
+        documents of each length (the module docstring)."""
+        if limit is None or samples:
+            return super().doc_iterator(rank=rank, limit=limit, world_size=world_size, samples=samples)
+        docs = self.eval_docs
+        chosen = first_per_length(docs["length"], int(limit))
+        return utils.create_iterator(((i, docs[i]) for i in chosen), rank=int(rank), world_size=int(world_size))
+
+    def build_all_requests(self, *, limit: int | None = None, rank: int = 0, world_size: int = 1, **kwargs) -> None:
+        """lm-eval's requests of the documents ``doc_iterator`` yields for ``limit``. lm-eval keeps
+        the requests of the first ``limit`` documents it built, so with a limit it builds (and with
+        ``cache_requests`` caches) every document's, and they are cut to those documents here."""
+        if limit is None:
+            return super().build_all_requests(limit=None, rank=rank, world_size=world_size, **kwargs)
+        super().build_all_requests(limit=None, rank=0, world_size=1, **kwargs)
+        keep = {doc_id for doc_id, _ in self.doc_iterator(rank=rank, limit=limit, world_size=world_size)}
+        self._instances = [inst for inst in self._instances if inst.doc_id in keep]
 
     def construct_requests(self, doc: dict, ctx, **kwargs):
         """lm-eval's requests; a generation request gets ``max_gen_toks`` = the document's

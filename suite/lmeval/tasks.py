@@ -6,8 +6,8 @@ Documents come from each task's own generator with the parameters the suite give
 PosBench's own evaluation sets. Task metadata (``--metadata`` JSON) sets ``lengths`` (default
 [32, 64]), ``n_examples`` per length (default 50), ``data_seed`` (default: the suite's eval seed,
 ``suite.config.schema.EvalConf.seed``) and ``params`` (per-task overrides, ``{"vt": {"hops": 1}}``).
-Documents alternate between the lengths, so ``--limit`` takes every length alike; results are
-reported per length (``suite.lmeval.task_class``).
+Documents alternate between the lengths; results are reported per length, and ``--limit N``
+takes the first N documents of each length (``suite.lmeval.task_class``).
 
 A document is the example's text after ``<s>`` up to its first answer token (``prompt``), the
 answers, their ``target`` (the answers joined by spaces), their token count ``answer_len`` (the
