@@ -4,6 +4,7 @@ Mutation check: in suite/lmeval/tasks.py score, string_match_part any(hits) -> a
 test_scores fail."""
 import json
 import os
+import re
 
 import pytest
 import torch
@@ -462,6 +463,24 @@ def test_entry_point_writes_results_next_to_the_run(run_file):
     assert result["n-samples"]["posbench_niah_single"] == {"original": 2, "effective": 1}
     assert {"exact_match,len=32", "exact_match,len=64"} <= set(result["results"]["posbench_niah_single"])
     assert result["config"]["model"] == "posbench" and result["model_name"] == run_file.stem
+
+
+def test_lengths_are_written_and_printed_in_numeric_order(run_file, tmp_path, capsys):
+    import lm_eval as lm_eval_module
+
+    lengths = [32, 40, 64, 128, 256]  # as text: 128, 256, 32, 40, 64
+    main(["--run", str(run_file), "--tasks", "posbench_core", "--device", "cpu", "--output_path", str(tmp_path),
+          "--metadata", json.dumps({"lengths": lengths, "n_examples": 1})])
+    assert "simple_evaluate" not in vars(lm_eval_module)  # lm-eval's own, restored
+    want = [f"len={n}" for n in lengths]
+    (written,) = tmp_path.glob("*/results_*.json")
+    result = json.loads(written.read_text())
+    for values in (result["results"]["posbench_copy"], result["groups"]["posbench_core"]):
+        assert [k.split(",")[1] for k in values if k.startswith("exact_match,")] == want
+    lines = capsys.readouterr().out.splitlines()
+    for name in ("posbench_copy", "posbench_core"):  # lm-eval's table: a task's rows follow its name
+        first = next(i for i, line in enumerate(lines) if re.match(rf"\|( - )?{name} ", line))
+        assert [re.search(r"len=\d+", row).group() for row in lines[first : first + len(lengths)]] == want
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,8 @@ so the documents are the run's own evaluation sets; a key given with
 ``--metadata`` replaces the run's. Without ``--run`` the arguments go to lm-eval unchanged.
 Either way ``--include_path`` is the PosBench task YAMLs. When every task asked for is a
 PosBench one, lm-eval indexes only those: its index of its ~14,700 built-in task YAMLs is most
-of its start-up time (``ours_only``). Every other argument is lm-eval's (``lm-eval run --help``).
+of its start-up time (``ours_only``). Results are written and printed with their lengths in
+numeric order (``suite.lmeval.order``). Every other argument is lm-eval's (``lm-eval run --help``).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ import sys
 
 from suite.lmeval import include_dir
 from suite.lmeval.model import load_run, resolve_run
+from suite.lmeval.order import length_order
 from suite.config.build import run_spec_from_dict
 from suite.results.store import read_run
 
@@ -129,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
 
     argv_before, sys.argv = sys.argv, ["lm-eval", "run", *lm_args]
     try:
-        with ours_only() if only_posbench_tasks(lm_args) else contextlib.nullcontext():
+        with ours_only() if only_posbench_tasks(lm_args) else contextlib.nullcontext(), length_order():
             cli_evaluate()
     finally:
         sys.argv = argv_before
