@@ -130,6 +130,45 @@ def test_generate_until_is_greedy_and_stops_at_the_until_string(lm):
         lm.generate_until([Instance("generate_until", {}, (context, {"do_sample": True}), 0)])
 
 
+class Bar:
+    """Records a progress bar: its total, its updates and whether it was disabled."""
+
+    made: list = []
+
+    def __init__(self, total, desc, disable):
+        self.total, self.desc, self.disable, self.count = total, desc, disable, 0
+        Bar.made.append(self)
+
+    def update(self, n=1):
+        self.count += n
+
+    def close(self):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+
+def test_generation_and_scoring_show_progress_bars_unless_asked_not_to(lm, monkeypatch):
+    monkeypatch.setattr("suite.lmeval.model.tqdm", Bar)
+    Bar.made = []
+    gens = [Instance("generate_until", {}, (c, {"until": [], "max_gen_toks": n}), i)
+            for i, (c, n) in enumerate([("apple fox", 3), ("apple fox", 1), ("cat = 5 ? cat :", 2), ("dog", 0)])]
+    lm.generate_until(gens)
+    lm.generate_until(gens[:2], disable_tqdm=True)
+    lm.loglikelihood([Instance("loglikelihood", {}, ("apple fox", " 17"), i) for i in range(3)])
+    lm.loglikelihood_rolling([Instance("loglikelihood_rolling", {}, ("apple fox 17",), i) for i in range(2)])
+    shown = [(b.desc, b.total, b.count, b.disable) for b in Bar.made]
+    assert shown == [("Running generate_until requests", 4, 4, None),  # None: tqdm's "off when not a tty"
+                     ("Running generate_until requests", 2, 2, True),
+                     ("Running loglikelihood requests", 3, 3, None),
+                     ("Running loglikelihood_rolling requests", 2, 2, None),
+                     ("Running loglikelihood requests", 1, 1, True), ("Running loglikelihood requests", 1, 1, True)]
+
+
 def test_an_unknown_word_is_named(lm):
     with pytest.raises(ValueError, match="'banana' is not in the PosBench vocabulary"):
         lm.loglikelihood([Instance("loglikelihood", {}, ("apple banana", " fox"), 0)])

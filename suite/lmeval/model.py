@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
+from tqdm import tqdm
 
 from suite.lmeval.generation import Generation, decode_greedy
 from suite.model.lm import PosBenchLM
@@ -104,6 +105,12 @@ def run_threads(payload: dict) -> int | None:
     return min(int(threads), os.cpu_count() or 1) if threads else None
 
 
+def progress(total: int, kind: str, disable: bool = False) -> tqdm:
+    """A progress bar over ``total`` requests, as lm-eval's ``hf`` model shows; off when asked
+    (``disable_tqdm``) and when stderr is not a terminal (tqdm's ``disable=None``)."""
+    return tqdm(total=total, desc=f"Running {kind} requests", disable=True if disable else None)
+
+
 def _device(device) -> torch.device:
     if device is None or (str(device).startswith("cuda") and not torch.cuda.is_available()):
         if device is not None:
@@ -175,9 +182,9 @@ class PosBenchEvalLM(TemplateLM):
             self._warned = True
 
     @torch.no_grad()
-    def _last_logprobs(self, inputs: list[list[int]]) -> list[torch.Tensor]:
+    def _last_logprobs(self, inputs: list[list[int]], done=lambda n: None) -> list[torch.Tensor]:
         """Log-probabilities (len_i, V) for each input, batched with right padding (causal, so the
-        padding never reaches a real position)."""
+        padding never reaches a real position); ``done(n)`` as ``n`` more are computed."""
         out: list[torch.Tensor] = [None] * len(inputs)  # type: ignore[list-item]
         order = sorted(range(len(inputs)), key=lambda i: -len(inputs[i]))
         for start in range(0, len(order), self.batch_size):
@@ -189,6 +196,7 @@ class PosBenchEvalLM(TemplateLM):
             logprobs = F.log_softmax(self.model(batch.to(self.device)).float(), dim=-1).cpu()
             for row, i in enumerate(chunk):
                 out[i] = logprobs[row, : len(inputs[i])]
+            done(len(chunk))
         return out
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list[tuple[float, bool]]:
@@ -200,8 +208,10 @@ class PosBenchEvalLM(TemplateLM):
                                  f"max_length={self.max_length}")
             inputs.append(inp)
             conts.append(continuation_enc)
+        with progress(len(inputs), "loglikelihood", disable_tqdm) as bar:
+            logprobs_of = self._last_logprobs(inputs, done=bar.update)
         results = []
-        for (key, _, _), logprobs, cont in zip(requests, self._last_logprobs(inputs), conts):
+        for (key, _, _), logprobs, cont in zip(requests, logprobs_of, conts):
             scored = logprobs[len(logprobs) - len(cont) :]
             target = torch.tensor(cont)
             answer = (float(scored.gather(1, target[:, None]).sum()), bool((scored.argmax(-1) == target).all()))
@@ -213,22 +223,25 @@ class PosBenchEvalLM(TemplateLM):
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
         """Sum of log-probabilities of each text after ``<s>``, in lm-eval's disjoint rolling windows."""
         results = []
+        bar = progress(len(requests), "loglikelihood_rolling", disable_tqdm)
         for req in requests:
             (string,) = req.args
             tokens = self.tok_encode(string, add_special_tokens=False)
             windows = [make_disjoint_window(w) for w in get_rolling_token_windows(
                 token_list=tokens, prefix_token=BOS_ID, max_seq_len=self.max_length or max(len(tokens), 1),
                 context_len=1)]
-            scores = self._loglikelihood_tokens([(None, ctx, cont) for ctx, cont in windows])
+            scores = self._loglikelihood_tokens([(None, ctx, cont) for ctx, cont in windows], disable_tqdm=True)
             total = sum(ll for ll, _ in scores)
             self.cache_hook.add_partial("loglikelihood_rolling", (string,), total)
             results.append(total)
+            bar.update(1)
+        bar.close()
         return results
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         """Greedy continuation of each context, cut at the first ``until`` string (``</s>`` always
         stops), at most ``max_gen_toks`` tokens (default 256). Contexts of one length are decoded
-        together, ``batch_size`` at a time (``suite.lmeval.generation``)."""
+        together, ``batch_size`` at a time (``suite.lmeval.generation``), behind a progress bar."""
         jobs = []
         for req in requests:
             context, kwargs = req.args
@@ -238,7 +251,8 @@ class PosBenchEvalLM(TemplateLM):
             until = kwargs.get("until") or []
             jobs.append(Generation(self.tok_encode(context), int(kwargs.get("max_gen_toks", 256)),
                                    [until] if isinstance(until, str) else list(until)))
-        decode_greedy(self.model, jobs, self.batch_size, self.max_length)
+        with progress(len(jobs), "generate_until", disable_tqdm) as bar:
+            decode_greedy(self.model, jobs, self.batch_size, self.max_length, done=bar.update)
         if self.max_length is not None and any(len(job.tokens) > self.max_length for job in jobs):
             self._warn_cut()
         results = []
