@@ -361,6 +361,41 @@ def test_groups_average_each_length_over_their_tasks(run_file):
     assert not [k for k in group if k.endswith(",none")]
 
 
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_every_tasks_headline_metric_is_offered_to_lm_eval(name):
+    task = TaskManager(include_path=str(include_dir()), include_defaults=False,
+                       metadata={"lengths": [32], "n_examples": 1}).load([f"posbench_{name}"])["tasks"][f"posbench_{name}"]
+    assert T.task_of(name).build().primary_metric in task.aggregation()
+
+
+@pytest.fixture(scope="module")
+def copier(tmp_path_factory):
+    """A model that copies a four-word alphabet partly right (about a quarter of the tokens)."""
+    path = execute(make_spec(*TINY, "task=copy", "task.alphabet=4", "train.steps=150"),
+                   results_dir=tmp_path_factory.mktemp("copier"), progress=False)
+    return PosBenchEvalLM(pretrained=str(path))
+
+
+@pytest.mark.parametrize("eos", [False, True])
+def test_token_accuracy_is_the_suites_own(copier, eos):
+    """copy's headline metric through lm-eval equals suite.evaluation.evaluate's token accuracy on
+    the same examples (teacher-forced argmax over the answer tokens, a closing </s> included)."""
+    from contextlib import nullcontext
+
+    from suite.evaluation.evaluate import score_examples
+
+    lm, params = copier, {"copy": {"alphabet": 4, "eos": eos}}
+    out = lm_eval.simple_evaluate(model=lm, tasks=["posbench_copy"], bootstrap_iters=0,
+                                  task_manager=manager(lengths=[32, 64], n_examples=3, params=params))
+    values = out["results"]["posbench_copy"]
+    task = T.task_of("copy", params).build()
+    for length in (32, 64):
+        tally = score_examples(lm.model, task, generate(task, length, 1234, 3), 3, torch.device("cpu"), nullcontext())
+        assert 0 < tally.tok_hits < tally.tok_total  # a partly right model: the check can tell
+        assert values[f"token_accuracy,len={length}"] == pytest.approx(tally.tok_hits / tally.tok_total)
+        assert values[f"exact_match,len={length}"] == tally.sums["exact_match"] / tally.n
+
+
 def test_rank_reports_each_length(run_file):
     out = lm_eval.simple_evaluate(model="posbench", model_args=f"pretrained={run_file}", tasks=["posbench_rank"],
                                   task_manager=manager(lengths=[32, 64], n_examples=4), log_samples=True, bootstrap_iters=0)
@@ -553,8 +588,8 @@ def test_each_task_is_scored_by_the_template_its_examples_call_for():
 
     expected = {"rank": "_choice_template", "mqar": "_per_query_template", "niah_multiquery": "_per_query_template",
                 "vt": "_multi_template", "cwe": "_multi_template", "fwe": "_multi_template",
-                "niah_multivalue": "_multi_template", "copy": "_generate_template", "copy_repeat": "_generate_template",
-                "reverse": "_generate_template", "niah_single": "_generate_template",
+                "niah_multivalue": "_multi_template", "copy": "_token_template", "copy_repeat": "_generate_template",
+                "reverse": "_token_template", "niah_single": "_generate_template",
                 "niah_multikey": "_generate_template", "qa": "_generate_template",
                 "flipflop": "_per_query_template"}
     assert {name: yamls.template(name) for name in TASKS} == expected

@@ -16,6 +16,11 @@ capped at each document's answer length.
   (or all of that length's, when it has fewer) and lm-eval's ``n-samples`` ``effective`` is N. An
   example's queries are documents (``suite.lmeval.tasks``), so N counts queries, as lm-eval does.
   A fractional limit is turned into a count by lm-eval over all lengths before the task sees it.
+* **Token accuracy, teacher-forced.** A task that reports ``token_accuracy`` (its YAML's
+  ``metric_list``) gets, beside its generation request, one ``loglikelihood`` request per scored
+  token: the prompt and the gold words before it, then that word. lm-eval's ``is_greedy`` says
+  whether the model's argmax was the word, which is how ``suite.evaluation.evaluate`` scores a
+  token (teacher-forced argmax), so lm-eval's ``token_accuracy`` is the suite's.
 * **Generation stops at the answer.** A generation request's ``max_gen_toks`` is the document's
   ``answer_len`` (its answer's token count in PosBench's word tokenizer): scoring reads only
   that many words. ``--gen_kwargs max_gen_toks=N`` replaces it for every document, for a model
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 from lm_eval import utils
 from lm_eval.api.filter import Filter
+from lm_eval.api.instance import Instance
 from lm_eval.api.registry import register_filter
 from lm_eval.api.task import ConfigurableTask
 
@@ -57,6 +63,15 @@ class LengthFilter(Filter):
 
     def apply(self, resps, docs):
         return [resp if doc["length"] == self.length else None for resp, doc in zip(resps, docs)]
+
+
+def token_requests(doc: dict, ctx: str, delimiter: str, metadata, first: int) -> list[Instance]:
+    """One ``loglikelihood`` request per scored word of ``doc``: the context and the words before
+    it, then the word (request indices from ``first``)."""
+    words = doc["scored"]
+    return [Instance("loglikelihood", doc, (ctx + "".join(delimiter + w for w in words[:i]), delimiter + word),
+                     first + i, metadata=metadata)
+            for i, word in enumerate(words)]
 
 
 class PosBenchTask(ConfigurableTask):
@@ -98,7 +113,10 @@ class PosBenchTask(ConfigurableTask):
         """lm-eval's requests; a generation request gets ``max_gen_toks`` = the document's
         ``answer_len`` unless ``generation_kwargs`` sets it."""
         requests = super().construct_requests(doc, ctx, **kwargs)
+        requests = requests if isinstance(requests, list) else [requests]
         if self.OUTPUT_TYPE == "generate_until" and "max_gen_toks" not in (self.config.generation_kwargs or {}):
-            for request in requests if isinstance(requests, list) else [requests]:
+            for request in requests:
                 request.arguments[1]["max_gen_toks"] = int(doc["answer_len"])
+        if "token_accuracy" in {m["metric"] for m in self.config.metric_list or []}:
+            requests += token_requests(doc, ctx, self.config.target_delimiter, kwargs.get("metadata"), len(requests))
         return requests
