@@ -5,6 +5,7 @@ test_scores fail."""
 import json
 import os
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -527,6 +528,20 @@ def test_posbench_tasks_alone_are_indexed_without_lm_evals_builtin_tasks():
     assert "posbench_copy" in indexed and "hellaswag" not in indexed
     sets = [p.stem for p in (CONF_DIR / "taskset").glob("*.yaml")]
     assert sorted(indexed) == sorted(f"posbench_{name}" for name in [*TASKS, *sets])  # ours, and nothing else
+
+
+def test_help_answers_without_loading_torch_or_lm_eval():
+    """``python -m suite.lmeval --help`` prints its usage before the heavy imports (seconds of
+    start-up): neither torch, lm-eval nor datasets is loaded."""
+    import subprocess
+    import sys
+
+    code = ("import runpy, sys\nsys.argv = ['suite.lmeval', '--help']\ntry:\n"
+            "    runpy.run_module('suite.lmeval', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('torch', 'lm_eval', 'datasets', 'pandas') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parent.parent).stdout
+    assert "--run RUN" in out and out.strip().splitlines()[-1] == "[]"
 
 
 def test_entry_point_writes_results_next_to_the_run(run_file):

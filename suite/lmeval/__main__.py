@@ -25,11 +25,10 @@ import contextlib
 import json
 import sys
 
-from suite.lmeval import include_dir
-from suite.lmeval.model import load_run, resolve_run
 from suite.lmeval.order import length_order
-from suite.config.build import run_spec_from_dict
-from suite.results.store import read_run
+
+# torch, lm-eval, datasets and the task registry are imported where they are used, so --help
+# (and an argument error) answers before they load
 
 
 def _given(rest: list[str], *flags: str) -> bool:
@@ -47,6 +46,8 @@ def _value(args: list[str], flag: str) -> str | None:
 
 def unknown_posbench_tasks(args: list[str]) -> list[str]:
     """The ``posbench_*`` names in ``--tasks`` that are no PosBench task or task set."""
+    from suite.lmeval.yamls import include_dir
+
     known = {path.stem for path in include_dir().glob("posbench_*.yaml")}
     asked = [t.strip() for t in (_value(args, "--tasks") or "").split(",")]
     return [t for t in asked if t.startswith("posbench_") and t not in known]
@@ -79,6 +80,10 @@ def ours_only():
 
 def run_args(run: str, results_dir: str, rest: list[str]) -> list[str]:
     """The lm-eval arguments that score stored run ``run``, followed by ``rest``."""
+    from suite.config.build import run_spec_from_dict
+    from suite.lmeval.model import resolve_run
+    from suite.results.store import read_run
+
     rest = list(rest)
     for i, arg in enumerate(rest):
         if arg == "--model" or arg.startswith("--model="):
@@ -106,6 +111,8 @@ def run_args(run: str, results_dir: str, rest: list[str]) -> list[str]:
 def include_args(rest: list[str]) -> list[str]:
     """``--include_path <PosBench YAML folder>`` and ``rest``; lm-eval takes one include path, so
     other task YAMLs go into ``--tasks`` as file or folder paths."""
+    from suite.lmeval.yamls import include_dir
+
     if _given(rest, "--include_path"):
         raise ValueError(f"--include_path is set to {include_dir()}; give other task YAMLs to --tasks as paths")
     return ["--include_path", str(include_dir()), *rest]
@@ -117,6 +124,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--run", help="a run's result JSON, its _work/<run_id> folder, or a run id under --results_dir")
     parser.add_argument("--results_dir", default="results", help="where run ids are looked up (default: results)")
     args, rest = parser.parse_known_args(argv)
+    from suite.lmeval.model import load_run  # registers the posbench model with lm-eval
+    from suite.lmeval.yamls import include_dir
+
     try:
         lm_args = include_args(run_args(args.run, args.results_dir, rest) if args.run else list(rest))
         if args.run:
