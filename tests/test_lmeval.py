@@ -3,6 +3,9 @@
 Mutation check: in suite/lmeval/tasks.py score, string_match_part any(hits) -> all(hits) makes
 test_scores fail."""
 import json
+import os
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -128,6 +131,45 @@ def test_generate_until_is_greedy_and_stops_at_the_until_string(lm):
         lm.generate_until([Instance("generate_until", {}, (context, {"do_sample": True}), 0)])
 
 
+class Bar:
+    """Records a progress bar: its total, its updates and whether it was disabled."""
+
+    made: list = []
+
+    def __init__(self, total, desc, disable):
+        self.total, self.desc, self.disable, self.count = total, desc, disable, 0
+        Bar.made.append(self)
+
+    def update(self, n=1):
+        self.count += n
+
+    def close(self):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+
+def test_generation_and_scoring_show_progress_bars_unless_asked_not_to(lm, monkeypatch):
+    monkeypatch.setattr("suite.lmeval.model.tqdm", Bar)
+    Bar.made = []
+    gens = [Instance("generate_until", {}, (c, {"until": [], "max_gen_toks": n}), i)
+            for i, (c, n) in enumerate([("apple fox", 3), ("apple fox", 1), ("cat = 5 ? cat :", 2), ("dog", 0)])]
+    lm.generate_until(gens)
+    lm.generate_until(gens[:2], disable_tqdm=True)
+    lm.loglikelihood([Instance("loglikelihood", {}, ("apple fox", " 17"), i) for i in range(3)])
+    lm.loglikelihood_rolling([Instance("loglikelihood_rolling", {}, ("apple fox 17",), i) for i in range(2)])
+    shown = [(b.desc, b.total, b.count, b.disable) for b in Bar.made]
+    assert shown == [("Running generate_until requests", 4, 4, None),  # None: tqdm's "off when not a tty"
+                     ("Running generate_until requests", 2, 2, True),
+                     ("Running loglikelihood requests", 3, 3, None),
+                     ("Running loglikelihood_rolling requests", 2, 2, None),
+                     ("Running loglikelihood requests", 1, 1, True), ("Running loglikelihood requests", 1, 1, True)]
+
+
 def test_an_unknown_word_is_named(lm):
     with pytest.raises(ValueError, match="'banana' is not in the PosBench vocabulary"):
         lm.loglikelihood([Instance("loglikelihood", {}, ("apple banana", " fox"), 0)])
@@ -243,9 +285,9 @@ def test_simple_evaluate_scores_a_run_as_posbench_scores_it_per_length(lm, run_f
     out = lm_eval.simple_evaluate(model="posbench", model_args=f"pretrained={run_file}",
                                   tasks=["posbench_niah_single", "posbench_mqar"], task_manager=tm, limit=4,
                                   log_samples=True, bootstrap_iters=0)
-    # 4 documents, 2 per length: lm-eval counts the documents of one length filter
-    assert out["n-samples"] == {"posbench_niah_single": {"original": 6, "effective": 2},
-                                "posbench_mqar": {"original": 36, "effective": 2}}
+    # --limit 4: 4 documents per length (niah_single has 3 of each); lm-eval counts one length's
+    assert out["n-samples"] == {"posbench_niah_single": {"original": 6, "effective": 3},
+                                "posbench_mqar": {"original": 36, "effective": 4}}
     for name, metrics in (("posbench_niah_single", ["exact_match"]),
                           ("posbench_mqar", ["exact_match", "string_match_all", "string_match_part"])):
         values = out["results"][name]
@@ -272,6 +314,23 @@ def test_simple_evaluate_scores_a_run_as_posbench_scores_it_per_length(lm, run_f
             assert hits
             em = sum(all(h) for h in hits.values()) / len(hits)
             assert values[f"exact_match,len={length}"] == pytest.approx(em)
+
+
+def test_limit_takes_that_many_documents_of_each_length(lm, caplog, monkeypatch):
+    """mqar at three lengths, 12 documents (queries) each, alternating 32, 48, 64 with an example's
+    queries: the first 5 documents overall would be 2, 2 and 1 of the lengths."""
+    asked = []
+    monkeypatch.setattr(lm, "generate_until", lambda reqs, **kw: asked.extend(reqs) or ["x"] * len(reqs))
+    out = lm_eval.simple_evaluate(model=lm, tasks=["posbench_mqar"], task_manager=manager(lengths=[32, 48, 64], n_examples=2),
+                                  limit=5, log_samples=True, bootstrap_iters=0)
+    assert len(asked) == 15  # the model is asked for those 15 documents only, not all 36
+    scored = [s for s in out["samples"]["posbench_mqar"] if s["metrics"]]
+    for length in (32, 48, 64):
+        mine = [s["doc"] for s in scored if s["filter"] == f"len={length}"]
+        assert len(mine) == 5 and {d["length"] for d in mine} == {length}
+        assert [d["query"] for d in mine] == [0, 1, 2, 3, 4]  # that length's first five documents
+    assert out["n-samples"]["posbench_mqar"] == {"original": 36, "effective": 5}
+    assert "not scored on the same number" not in caplog.text
 
 
 def test_generation_stops_at_each_documents_answer_length(run_file):
@@ -301,6 +360,41 @@ def test_groups_average_each_length_over_their_tasks(run_file):
         tasks = [out["results"][f"posbench_{t}"][key] for t in ("copy", "mqar", "niah_single", "vt")]
         assert group[key] == pytest.approx(sum(tasks) / len(tasks))
     assert not [k for k in group if k.endswith(",none")]
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_every_tasks_headline_metric_is_offered_to_lm_eval(name):
+    task = TaskManager(include_path=str(include_dir()), include_defaults=False,
+                       metadata={"lengths": [32], "n_examples": 1}).load([f"posbench_{name}"])["tasks"][f"posbench_{name}"]
+    assert T.task_of(name).build().primary_metric in task.aggregation()
+
+
+@pytest.fixture(scope="module")
+def copier(tmp_path_factory):
+    """A model that copies a four-word alphabet partly right (about a quarter of the tokens)."""
+    path = execute(make_spec(*TINY, "task=copy", "task.alphabet=4", "train.steps=150"),
+                   results_dir=tmp_path_factory.mktemp("copier"), progress=False)
+    return PosBenchEvalLM(pretrained=str(path))
+
+
+@pytest.mark.parametrize("eos", [False, True])
+def test_token_accuracy_is_the_suites_own(copier, eos):
+    """copy's headline metric through lm-eval equals suite.evaluation.evaluate's token accuracy on
+    the same examples (teacher-forced argmax over the answer tokens, a closing </s> included)."""
+    from contextlib import nullcontext
+
+    from suite.evaluation.evaluate import score_examples
+
+    lm, params = copier, {"copy": {"alphabet": 4, "eos": eos}}
+    out = lm_eval.simple_evaluate(model=lm, tasks=["posbench_copy"], bootstrap_iters=0,
+                                  task_manager=manager(lengths=[32, 64], n_examples=3, params=params))
+    values = out["results"]["posbench_copy"]
+    task = T.task_of("copy", params).build()
+    for length in (32, 64):
+        tally = score_examples(lm.model, task, generate(task, length, 1234, 3), 3, torch.device("cpu"), nullcontext())
+        assert 0 < tally.tok_hits < tally.tok_total  # a partly right model: the check can tell
+        assert values[f"token_accuracy,len={length}"] == pytest.approx(tally.tok_hits / tally.tok_total)
+        assert values[f"exact_match,len={length}"] == tally.sums["exact_match"] / tally.n
 
 
 def test_rank_reports_each_length(run_file):
@@ -368,7 +462,7 @@ def test_entry_point_arguments(run_file):
     assert json.loads(args[args.index("--model_args") + 1]) == {
         "pretrained": run_file.stem, "results_dir": str(run_file.resolve().parent.parent), "sweep": "lm"}
     assert json.loads(args[args.index("--metadata") + 1]) == {
-        "lengths": [32, 64], "data_seed": 1234, "params": {"copy": {"alphabet": None, "distinct": True, "eos": False}}}
+        "lengths": [32, 64], "n_examples": 6, "data_seed": 1234, "params": {"copy": {"alphabet": None, "distinct": True, "eos": False}}}
     work = run_file.resolve().parent / "_work" / run_file.stem
     assert args[args.index("--output_path") + 1] == str(work / "lmeval" / "results.json")
     assert args[-2:] == ["--tasks", "posbench_copy"]
@@ -377,6 +471,33 @@ def test_entry_point_arguments(run_file):
     assert include_args(["--tasks", "x"]) == ["--include_path", str(include_dir()), "--tasks", "x"]
     with pytest.raises(ValueError, match="--include_path"):
         include_args(["--include_path", "mine"])
+
+
+def run_copy(run_file, folder, **run_meta):
+    """A copy of ``run_file`` (and its weights) under ``folder``, its ``run`` entry updated by ``run_meta``."""
+    payload = json.loads(run_file.read_text())
+    payload["run"].update(run_meta)
+    copy = folder / "lm" / run_file.name
+    (copy.parent / "_work" / run_file.stem).mkdir(parents=True)
+    copy.write_text(json.dumps(payload))
+    (copy.parent / "_work" / run_file.stem / "model.pt").write_bytes((run_file.parent / "_work" / run_file.stem / "model.pt").read_bytes())
+    return copy
+
+
+def test_threads_default_to_the_runs_and_an_explicit_model_arg_wins(run_file, tmp_path):
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("needs two cores to tell the run's threads from one")
+    numeric = json.loads(run_file.read_text())["run"]["numeric"]
+    stored = run_copy(run_file, tmp_path, numeric={**numeric, "threads": 2})
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        PosBenchEvalLM(pretrained=str(stored))
+        assert torch.get_num_threads() == 2  # the run's, not torch's default nor the one set before
+        PosBenchEvalLM(pretrained=str(stored), threads="1")
+        assert torch.get_num_threads() == 1  # --model_args threads=1 wins
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_the_model_is_named_by_pretrained_and_unknown_args_are_named(run_file):
@@ -409,6 +530,20 @@ def test_posbench_tasks_alone_are_indexed_without_lm_evals_builtin_tasks():
     assert sorted(indexed) == sorted(f"posbench_{name}" for name in [*TASKS, *sets])  # ours, and nothing else
 
 
+def test_help_answers_without_loading_torch_or_lm_eval():
+    """``python -m suite.lmeval --help`` prints its usage before the heavy imports (seconds of
+    start-up): neither torch, lm-eval nor datasets is loaded."""
+    import subprocess
+    import sys
+
+    code = ("import runpy, sys\nsys.argv = ['suite.lmeval', '--help']\ntry:\n"
+            "    runpy.run_module('suite.lmeval', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('torch', 'lm_eval', 'datasets', 'pandas') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parent.parent).stdout
+    assert "--run RUN" in out and out.strip().splitlines()[-1] == "[]"
+
+
 def test_entry_point_writes_results_next_to_the_run(run_file):
     main(["--run", str(run_file), "--tasks", "posbench_niah_single", "--limit", "2", "--device", "cpu",
           "--metadata", '{"n_examples": 1}'])
@@ -417,6 +552,24 @@ def test_entry_point_writes_results_next_to_the_run(run_file):
     assert result["n-samples"]["posbench_niah_single"] == {"original": 2, "effective": 1}
     assert {"exact_match,len=32", "exact_match,len=64"} <= set(result["results"]["posbench_niah_single"])
     assert result["config"]["model"] == "posbench" and result["model_name"] == run_file.stem
+
+
+def test_lengths_are_written_and_printed_in_numeric_order(run_file, tmp_path, capsys):
+    import lm_eval as lm_eval_module
+
+    lengths = [32, 40, 64, 128, 256]  # as text: 128, 256, 32, 40, 64
+    main(["--run", str(run_file), "--tasks", "posbench_core", "--device", "cpu", "--output_path", str(tmp_path),
+          "--metadata", json.dumps({"lengths": lengths, "n_examples": 1})])
+    assert "simple_evaluate" not in vars(lm_eval_module)  # lm-eval's own, restored
+    want = [f"len={n}" for n in lengths]
+    (written,) = tmp_path.glob("*/results_*.json")
+    result = json.loads(written.read_text())
+    for values in (result["results"]["posbench_copy"], result["groups"]["posbench_core"]):
+        assert [k.split(",")[1] for k in values if k.startswith("exact_match,")] == want
+    lines = capsys.readouterr().out.splitlines()
+    for name in ("posbench_copy", "posbench_core"):  # lm-eval's table: a task's rows follow its name
+        first = next(i for i, line in enumerate(lines) if re.match(rf"\|( - )?{name} ", line))
+        assert [re.search(r"len=\d+", row).group() for row in lines[first : first + len(lengths)]] == want
 
 
 @pytest.fixture(scope="module")
@@ -450,8 +603,8 @@ def test_each_task_is_scored_by_the_template_its_examples_call_for():
 
     expected = {"rank": "_choice_template", "mqar": "_per_query_template", "niah_multiquery": "_per_query_template",
                 "vt": "_multi_template", "cwe": "_multi_template", "fwe": "_multi_template",
-                "niah_multivalue": "_multi_template", "copy": "_generate_template", "copy_repeat": "_generate_template",
-                "reverse": "_generate_template", "niah_single": "_generate_template",
+                "niah_multivalue": "_multi_template", "copy": "_token_template", "copy_repeat": "_generate_template",
+                "reverse": "_token_template", "niah_single": "_generate_template",
                 "niah_multikey": "_generate_template", "qa": "_generate_template",
                 "flipflop": "_per_query_template"}
     assert {name: yamls.template(name) for name in TASKS} == expected

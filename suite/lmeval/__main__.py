@@ -8,13 +8,15 @@ With ``--run`` it adds ``--model posbench --model_args pretrained=<run id>`` (wi
 ``--output_path`` folder, after the run id), writes results to
 ``<sweep>/_work/<run_id>/lmeval/results_<time>.json`` (and ``samples_<task>_<time>.jsonl`` with
 ``--log_samples``) unless ``--output_path`` is given, batches 32 documents (unless
-``--batch_size`` is given) and sets the task metadata ``lengths``, ``data_seed`` and ``params``
-to the run's own evaluation lengths (its training length times its ``eval.multiples``), eval
-seed and task parameters, so the documents are the run's own evaluation sets; a key given with
+``--batch_size`` is given) and sets the task metadata ``lengths``, ``n_examples``, ``data_seed``
+and ``params`` to the run's own evaluation lengths (its training length times its
+``eval.multiples``), examples per length (``eval.n_examples``), eval seed and task parameters,
+so the documents are the run's own evaluation sets; a key given with
 ``--metadata`` replaces the run's. Without ``--run`` the arguments go to lm-eval unchanged.
 Either way ``--include_path`` is the PosBench task YAMLs. When every task asked for is a
 PosBench one, lm-eval indexes only those: its index of its ~14,700 built-in task YAMLs is most
-of its start-up time (``ours_only``). Every other argument is lm-eval's (``lm-eval run --help``).
+of its start-up time (``ours_only``). Results are written and printed with their lengths in
+numeric order (``suite.lmeval.order``). Every other argument is lm-eval's (``lm-eval run --help``).
 """
 from __future__ import annotations
 
@@ -23,10 +25,10 @@ import contextlib
 import json
 import sys
 
-from suite.lmeval import include_dir
-from suite.lmeval.model import load_run, resolve_run
-from suite.config.build import run_spec_from_dict
-from suite.results.store import read_run
+from suite.lmeval.order import length_order
+
+# torch, lm-eval, datasets and the task registry are imported where they are used, so --help
+# (and an argument error) answers before they load
 
 
 def _given(rest: list[str], *flags: str) -> bool:
@@ -44,6 +46,8 @@ def _value(args: list[str], flag: str) -> str | None:
 
 def unknown_posbench_tasks(args: list[str]) -> list[str]:
     """The ``posbench_*`` names in ``--tasks`` that are no PosBench task or task set."""
+    from suite.lmeval.yamls import include_dir
+
     known = {path.stem for path in include_dir().glob("posbench_*.yaml")}
     asked = [t.strip() for t in (_value(args, "--tasks") or "").split(",")]
     return [t for t in asked if t.startswith("posbench_") and t not in known]
@@ -76,6 +80,10 @@ def ours_only():
 
 def run_args(run: str, results_dir: str, rest: list[str]) -> list[str]:
     """The lm-eval arguments that score stored run ``run``, followed by ``rest``."""
+    from suite.config.build import run_spec_from_dict
+    from suite.lmeval.model import resolve_run
+    from suite.results.store import read_run
+
     rest = list(rest)
     for i, arg in enumerate(rest):
         if arg == "--model" or arg.startswith("--model="):
@@ -89,7 +97,7 @@ def run_args(run: str, results_dir: str, rest: list[str]) -> list[str]:
     metadata = {}
     if stored:
         spec = run_spec_from_dict(stored)
-        metadata = {"lengths": spec.eval_lengths, "data_seed": spec.eval.seed,
+        metadata = {"lengths": spec.eval_lengths, "n_examples": spec.eval.n_examples, "data_seed": spec.eval.seed,
                     "params": {t.name: dict(t.params) for t in spec.tasks}}
     model_args = {"pretrained": path.stem, "results_dir": str(path.parent.parent), "sweep": path.parent.name}
     out = ["--model", "posbench", "--model_args", json.dumps(model_args), "--metadata", json.dumps(metadata)]
@@ -103,6 +111,8 @@ def run_args(run: str, results_dir: str, rest: list[str]) -> list[str]:
 def include_args(rest: list[str]) -> list[str]:
     """``--include_path <PosBench YAML folder>`` and ``rest``; lm-eval takes one include path, so
     other task YAMLs go into ``--tasks`` as file or folder paths."""
+    from suite.lmeval.yamls import include_dir
+
     if _given(rest, "--include_path"):
         raise ValueError(f"--include_path is set to {include_dir()}; give other task YAMLs to --tasks as paths")
     return ["--include_path", str(include_dir()), *rest]
@@ -114,6 +124,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--run", help="a run's result JSON, its _work/<run_id> folder, or a run id under --results_dir")
     parser.add_argument("--results_dir", default="results", help="where run ids are looked up (default: results)")
     args, rest = parser.parse_known_args(argv)
+    from suite.lmeval.model import load_run  # registers the posbench model with lm-eval
+    from suite.lmeval.yamls import include_dir
+
     try:
         lm_args = include_args(run_args(args.run, args.results_dir, rest) if args.run else list(rest))
         if args.run:
@@ -128,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
 
     argv_before, sys.argv = sys.argv, ["lm-eval", "run", *lm_args]
     try:
-        with ours_only() if only_posbench_tasks(lm_args) else contextlib.nullcontext():
+        with ours_only() if only_posbench_tasks(lm_args) else contextlib.nullcontext(), length_order():
             cli_evaluate()
     finally:
         sys.argv = argv_before

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Callable
+
 import torch
 
 from suite.lmeval.kv_cache import extend, length_invariant, prefill
@@ -43,9 +45,12 @@ class Generation:
         return any(stop and stop in text for stop in self.until)
 
 
-def decode_greedy(model: PosBenchLM, jobs: list[Generation], batch_size: int, max_length: int | None = None) -> None:
+def decode_greedy(model: PosBenchLM, jobs: list[Generation], batch_size: int, max_length: int | None = None,
+                  done: Callable[[int], object] | None = None) -> None:
     """Run every job to its end; the model reads the last ``max_length`` tokens of a sequence
-    (all of them when None)."""
+    (all of them when None). ``done(n)`` is called as ``n`` more jobs finish (a progress bar's
+    ``update``)."""
+    done = done or (lambda n: None)
 
     def window(ids: list[int]) -> list[int]:
         return ids[-max_length:] if max_length is not None and len(ids) > max_length else ids
@@ -54,6 +59,8 @@ def decode_greedy(model: PosBenchLM, jobs: list[Generation], batch_size: int, ma
     for job in jobs:
         if not job.finished():
             by_length[len(job.tokens)].append(job)
+    if (finished := len(jobs) - sum(map(len, by_length.values()))):
+        done(finished)
     if not by_length:
         return
     longest = max(len(j.tokens) + j.limit for group in by_length.values() for j in group)
@@ -61,11 +68,11 @@ def decode_greedy(model: PosBenchLM, jobs: list[Generation], batch_size: int, ma
     for length in sorted(by_length):
         group = by_length[length]
         for start in range(0, len(group), batch_size):
-            _decode_batch(model, group[start : start + batch_size], window, cached)
+            _decode_batch(model, group[start : start + batch_size], window, cached, done)
 
 
 @torch.no_grad()
-def _decode_batch(model: PosBenchLM, active: list[Generation], window, cached: bool) -> None:
+def _decode_batch(model: PosBenchLM, active: list[Generation], window, cached: bool, done) -> None:
     """Greedy decoding of jobs whose token lists have one length."""
     device = model.head.weight.device
 
@@ -79,6 +86,8 @@ def _decode_batch(model: PosBenchLM, active: list[Generation], window, cached: b
             job.tokens.append(token)
             job.generated.append(token)
         keep = [r for r, job in enumerate(active) if not job.finished()]
+        if len(keep) < len(active):
+            done(len(active) - len(keep))
         if not keep:
             return
         active = [active[r] for r in keep]

@@ -15,11 +15,14 @@ Model args: ``pretrained`` (the run: a result JSON, a run's ``_work/<run_id>`` f
 or its hash searched under ``results_dir``; lm-eval names the model, and so its ``--output_path``
 folder, after it), ``results_dir`` (default ``results``), ``sweep`` (search only
 ``results_dir/<sweep>``), ``batch_size`` (default 32), ``device`` (default: CUDA when there is
-one) and ``threads`` (torch CPU threads; default: torch's own).
+one) and ``threads`` (torch CPU threads; default: the threads the run was trained with, its stored
+numeric signature's ``threads``, as ``suite.reproduce`` reruns it; torch's own for a run that
+stores none).
 """
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import lm_eval.models  # noqa: F401  (lm-eval's own models: registered only while its registry is empty)
@@ -28,6 +31,7 @@ import torch.nn.functional as F
 from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
+from tqdm import tqdm
 
 from suite.lmeval.generation import Generation, decode_greedy
 from suite.model.lm import PosBenchLM
@@ -94,6 +98,19 @@ def load_run(run, results_dir="results", device="cpu", sweep=None) -> tuple[PosB
     return model.to(device).eval(), payload
 
 
+def run_threads(payload: dict) -> int | None:
+    """The torch threads a run was trained and scored with (its numeric signature), at most this
+    machine's cores; None when the run stores none."""
+    threads = (payload["run"].get("numeric") or {}).get("threads")
+    return min(int(threads), os.cpu_count() or 1) if threads else None
+
+
+def progress(total: int, kind: str, disable: bool = False) -> tqdm:
+    """A progress bar over ``total`` requests, as lm-eval's ``hf`` model shows; off when asked
+    (``disable_tqdm``) and when stderr is not a terminal (tqdm's ``disable=None``)."""
+    return tqdm(total=total, desc=f"Running {kind} requests", disable=True if disable else None)
+
+
 def _device(device) -> torch.device:
     if device is None or (str(device).startswith("cuda") and not torch.cuda.is_available()):
         if device is not None:
@@ -113,10 +130,11 @@ class PosBenchEvalLM(TemplateLM):
             named = f"unknown model arg(s) {sorted(unknown)}" if unknown else "no model arg pretrained"
             raise ValueError(f"posbench: {named}; valid: {', '.join(MODEL_ARGS)} (pretrained: the run's id, "
                              "hash, result file or _work/<run_id> folder)")
-        if threads:
-            torch.set_num_threads(int(threads))
         self._device = _device(device)
         self.model, self.payload = load_run(pretrained, results_dir, self._device, sweep)
+        threads = threads or run_threads(self.payload)
+        if threads:
+            torch.set_num_threads(int(threads))
         self.run_id = self.payload["run"].get("run_id")
         size = str(batch_size or DEFAULT_BATCH)
         self.batch_size = int(size) if size.isdigit() else DEFAULT_BATCH  # "auto": the default
@@ -164,9 +182,9 @@ class PosBenchEvalLM(TemplateLM):
             self._warned = True
 
     @torch.no_grad()
-    def _last_logprobs(self, inputs: list[list[int]]) -> list[torch.Tensor]:
+    def _last_logprobs(self, inputs: list[list[int]], done=lambda n: None) -> list[torch.Tensor]:
         """Log-probabilities (len_i, V) for each input, batched with right padding (causal, so the
-        padding never reaches a real position)."""
+        padding never reaches a real position); ``done(n)`` as ``n`` more are computed."""
         out: list[torch.Tensor] = [None] * len(inputs)  # type: ignore[list-item]
         order = sorted(range(len(inputs)), key=lambda i: -len(inputs[i]))
         for start in range(0, len(order), self.batch_size):
@@ -178,6 +196,7 @@ class PosBenchEvalLM(TemplateLM):
             logprobs = F.log_softmax(self.model(batch.to(self.device)).float(), dim=-1).cpu()
             for row, i in enumerate(chunk):
                 out[i] = logprobs[row, : len(inputs[i])]
+            done(len(chunk))
         return out
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list[tuple[float, bool]]:
@@ -189,8 +208,10 @@ class PosBenchEvalLM(TemplateLM):
                                  f"max_length={self.max_length}")
             inputs.append(inp)
             conts.append(continuation_enc)
+        with progress(len(inputs), "loglikelihood", disable_tqdm) as bar:
+            logprobs_of = self._last_logprobs(inputs, done=bar.update)
         results = []
-        for (key, _, _), logprobs, cont in zip(requests, self._last_logprobs(inputs), conts):
+        for (key, _, _), logprobs, cont in zip(requests, logprobs_of, conts):
             scored = logprobs[len(logprobs) - len(cont) :]
             target = torch.tensor(cont)
             answer = (float(scored.gather(1, target[:, None]).sum()), bool((scored.argmax(-1) == target).all()))
@@ -202,22 +223,25 @@ class PosBenchEvalLM(TemplateLM):
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
         """Sum of log-probabilities of each text after ``<s>``, in lm-eval's disjoint rolling windows."""
         results = []
+        bar = progress(len(requests), "loglikelihood_rolling", disable_tqdm)
         for req in requests:
             (string,) = req.args
             tokens = self.tok_encode(string, add_special_tokens=False)
             windows = [make_disjoint_window(w) for w in get_rolling_token_windows(
                 token_list=tokens, prefix_token=BOS_ID, max_seq_len=self.max_length or max(len(tokens), 1),
                 context_len=1)]
-            scores = self._loglikelihood_tokens([(None, ctx, cont) for ctx, cont in windows])
+            scores = self._loglikelihood_tokens([(None, ctx, cont) for ctx, cont in windows], disable_tqdm=True)
             total = sum(ll for ll, _ in scores)
             self.cache_hook.add_partial("loglikelihood_rolling", (string,), total)
             results.append(total)
+            bar.update(1)
+        bar.close()
         return results
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         """Greedy continuation of each context, cut at the first ``until`` string (``</s>`` always
         stops), at most ``max_gen_toks`` tokens (default 256). Contexts of one length are decoded
-        together, ``batch_size`` at a time (``suite.lmeval.generation``)."""
+        together, ``batch_size`` at a time (``suite.lmeval.generation``), behind a progress bar."""
         jobs = []
         for req in requests:
             context, kwargs = req.args
@@ -227,7 +251,8 @@ class PosBenchEvalLM(TemplateLM):
             until = kwargs.get("until") or []
             jobs.append(Generation(self.tok_encode(context), int(kwargs.get("max_gen_toks", 256)),
                                    [until] if isinstance(until, str) else list(until)))
-        decode_greedy(self.model, jobs, self.batch_size, self.max_length)
+        with progress(len(jobs), "generate_until", disable_tqdm) as bar:
+            decode_greedy(self.model, jobs, self.batch_size, self.max_length, done=bar.update)
         if self.max_length is not None and any(len(job.tokens) > self.max_length for job in jobs):
             self._warn_cut()
         results = []

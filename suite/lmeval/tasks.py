@@ -6,12 +6,13 @@ Documents come from each task's own generator with the parameters the suite give
 PosBench's own evaluation sets. Task metadata (``--metadata`` JSON) sets ``lengths`` (default
 [32, 64]), ``n_examples`` per length (default 50), ``data_seed`` (default: the suite's eval seed,
 ``suite.config.schema.EvalConf.seed``) and ``params`` (per-task overrides, ``{"vt": {"hops": 1}}``).
-Documents alternate between the lengths, so ``--limit`` takes every length alike; results are
-reported per length (``suite.lmeval.task_class``).
+Documents alternate between the lengths; results are reported per length, and ``--limit N``
+takes the first N documents of each length (``suite.lmeval.task_class``).
 
 A document is the example's text after ``<s>`` up to its first answer token (``prompt``), the
 answers, their ``target`` (the answers joined by spaces), their token count ``answer_len`` (the
-generation limit) and the example's ``length``. Answers separated by prompt tokens (``mqar``,
+generation limit), the example's ``length``, and ``scored``: the words of every token the suite
+scores (the answers with a closing ``</s>``), for token accuracy. Answers separated by prompt tokens (``mqar``,
 ``niah_multiquery``) are asked one at a time, each prompt holding the text before it with the
 earlier gold answers (teacher forcing, as PosBench's own evaluation), and the document names its
 example so the scores group back per example.
@@ -37,7 +38,7 @@ from suite.config.schema import EvalConf
 from suite.config.build import task_spec
 from suite.config.spec import TaskSpec
 from tasks import TASKS, build_task
-from tasks.base import BOS_ID, EOS_ID, Example, decode
+from tasks.base import BOS_ID, EOS_ID, VOCAB, Example, decode
 
 DEFAULT_LENGTHS = (32, 64)
 DEFAULT_N = 50
@@ -73,7 +74,8 @@ def example_docs(example: Example, length: int, index: int) -> list[dict]:
         answers = [tokens[s : e - (e - s > 1 and tokens[e - 1] == EOS_ID)] for s, e in group]
         docs.append({"example": f"{length}/{index}", "length": length, "query": q,
                      "prompt": decode(tokens[start : group[0][0]]), "answers": [decode(a) for a in answers],
-                     "target": " ".join(decode(a) for a in answers), "answer_len": sum(map(len, answers))})
+                     "target": " ".join(decode(a) for a in answers), "answer_len": sum(map(len, answers)),
+                     "scored": [VOCAB[t] for s, e in group for t in tokens[s:e]]})
     return docs
 
 
@@ -156,6 +158,23 @@ def process_results(doc: dict, results: list[str]) -> dict[str, float]:
     if blanked(results):
         return {}
     return {"exact_match": score(results[0], doc["answers"])["exact_match"]}
+
+
+def process_results_tokens(doc: dict, results: list) -> dict:
+    """Exact match of the generation (``results[0]``) and token accuracy: whether each scored
+    token was the model's greedy choice after the gold text before it (``results[1:]``, lm-eval's
+    (log-likelihood, is_greedy) of the requests ``suite.lmeval.task_class`` adds), as a (right,
+    scored) pair for ``pooled``."""
+    if blanked(results):
+        return {}
+    greedy = [bool(is_greedy) for _, is_greedy in results[1:]]
+    return {"exact_match": score(results[0], doc["answers"])["exact_match"], "token_accuracy": (sum(greedy), len(greedy))}
+
+
+def pooled(items: list[tuple[int, int]]) -> float:
+    """Right tokens over scored tokens, pooled over the documents: the suite's token accuracy
+    (``suite.evaluation.evaluate``: hits over answer tokens of all examples)."""
+    return sum(right for right, _ in items) / max(sum(total for _, total in items), 1)
 
 
 def process_results_multi(doc: dict, results: list[str]) -> dict[str, float]:

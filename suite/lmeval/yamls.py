@@ -13,6 +13,8 @@ what the task is:
   task whose shortest example has one answer but longer ones several apart (``flipflop``'s
   reads) declares ``answers_between_queries = True``;
 * a task whose headline metric is RULER's string match over several answers: ``_multi_template``;
+* a task whose headline metric is token accuracy: ``_token_template`` (exact match and the
+  suite's teacher-forced token accuracy);
 * any other: ``_generate_template``.
 
 Each task set ``conf/taskset/<name>.yaml`` becomes the group ``posbench_<name>``.
@@ -54,6 +56,8 @@ def template(name: str) -> str:
         return "_per_query_template"
     if task.primary_metric in ("string_match_all", "string_match_part"):
         return "_multi_template"
+    if task.primary_metric == "token_accuracy":
+        return "_token_template"
     return "_generate_template"
 
 
