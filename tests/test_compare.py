@@ -2,11 +2,14 @@
 
 Mutation check: in suite/report/compare.py compare_table, merging on task and eval length only
 (without ``config``) crosses rope's cells with alibi's and makes
-test_two_sweeps_are_matched_by_configuration fail."""
+test_two_sweeps_are_matched_by_configuration fail; plot colouring by f"C{i % 10}" again makes
+test_the_comparison_plot_gives_each_of_thirteen_schemes_its_own_look fail."""
+import matplotlib.colors
+import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from suite.report.compare import compare_table, main
+from suite.report.compare import compare_table, main, plot
 from suite.results import shipped, store
 from tests.conftest import spec_for
 from tests.test_report import _row
@@ -49,3 +52,20 @@ def test_one_source_or_no_shared_configuration_is_an_error(tmp_path, capsys):
     assert "give two or more sources" in capsys.readouterr().err
     assert main([str(a), str(b), "--out", str(tmp_path / "cmp")]) == 1
     assert "no configuration is in all of" in capsys.readouterr().err
+
+
+def test_the_comparison_plot_gives_each_of_thirteen_schemes_its_own_look(monkeypatch):
+    schemes = [f"scheme{i:02d}" for i in range(13)]
+    table = pd.DataFrame({"task": "copy", "scheme": schemes, "eval_len": 64, "mean [A]": 0.5, "mean [B]": 0.4})
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    plot(table, ["A", "B"])
+    assert len(figures) == 1
+    lines = figures[0].axes[0].get_lines()
+    looks = {line.get_label(): (matplotlib.colors.to_hex(line.get_color()), line.get_marker()) for line in lines}
+    for source in ("A", "B"):  # one look per scheme, the same for both sources (told apart by line style)
+        of = [looks[f"{s} [{source}]"] for s in schemes]
+        assert len(set(of)) == 13 and len({c for c, _ in of}) == 13
+    assert all(looks[f"{s} [A]"] == looks[f"{s} [B]"] for s in schemes)
+    monkeypatch.undo()
+    plt.close(figures[0])

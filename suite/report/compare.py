@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from suite.report.styles import style_map
+
 KEY = ["config", "task", "eval_len"]
 
 
@@ -53,7 +55,8 @@ def compare_table(frames: dict[str, pd.DataFrame], metric: str | None = None) ->
 
 
 def plot(table: pd.DataFrame, sources: list[str]) -> bytes:
-    """Mean by eval length, one panel per task, one colour per configuration, one line style per source."""
+    """Mean by eval length, one panel per task, one colour and marker per configuration (the same in
+    every panel), one line style per source."""
     import io
 
     import matplotlib
@@ -63,12 +66,14 @@ def plot(table: pd.DataFrame, sources: list[str]) -> bytes:
     tasks = sorted(table.task.unique())
     fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 3.6), squeeze=False)
     styles = ["-", "--", ":", "-."]
+    looks = style_map(table.scheme)  # a scheme's colour and marker, as in the reports (16 distinct)
     for ax, task in zip(axes[0], tasks):
         d = table[table.task == task]
-        for i, (scheme, g) in enumerate(d.groupby("scheme", sort=True)):
+        for scheme, g in d.groupby("scheme", sort=True):
+            look = looks[scheme]
             for j, source in enumerate(sources):
-                ax.plot(g.eval_len, g[f"mean [{source}]"], styles[j % len(styles)], color=f"C{i % 10}", marker="o",
-                        label=f"{scheme} [{source}]")
+                ax.plot(g.eval_len, g[f"mean [{source}]"], styles[j % len(styles)], color=look.color,
+                        marker=look.marker, label=f"{scheme} [{source}]")
         ax.set_xscale("log", base=2)
         ax.set_xticks(sorted(d.eval_len.unique()), [str(int(x)) for x in sorted(d.eval_len.unique())])
         ax.set_title(task)
