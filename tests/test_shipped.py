@@ -86,7 +86,8 @@ def test_a_report_rebuilt_from_shipped_rows_equals_the_published_one(fixture_sto
     assert report_main([*common, "--out", str(tmp_path / "two"), "--from", "published"]) == 0
     one = sorted(p.relative_to(tmp_path / "one") for p in (tmp_path / "one").rglob("*") if p.is_file())
     assert [str(p) for p in one] == ["fx/index.html", "fx/index.md", "fx/leaderboard.csv", "fx/mrr.csv",
-                                     "fx/plots/copy.png", "fx/plots/summary.png", "fx/power.csv"]
+                                     "fx/plots/copy.png", "fx/plots/copy.styles.json", "fx/plots/summary.png",
+                                     "fx/plots/summary.styles.json", "fx/power.csv"]
     for p in one:
         assert (tmp_path / "one" / p).read_bytes() == (tmp_path / "two" / p).read_bytes(), p
     assert report_main([*common, "--out", str(tmp_path / "three"), "--from", "results"]) == 1
