@@ -24,7 +24,7 @@ ALL = sorted(TASKS)
 
 def test_the_catalogue_has_every_task_family():
     assert set(ALL) >= {"copy", "reverse", "mqar", "niah_single", "niah_multikey", "niah_multivalue",
-                        "niah_multiquery", "vt", "cwe", "fwe", "qa", "rank", "flipflop"}
+                        "niah_multiquery", "vt", "cwe", "fwe", "qa", "rank", "flipflop", "parity", "permutation"}
 
 
 @pytest.mark.parametrize("name", ALL)
