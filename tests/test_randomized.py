@@ -230,9 +230,9 @@ def test_lengths_past_max_len_are_unsupported():
 
 
 @pytest.mark.parametrize("override,message", [
-    ("position.base=bogus", "unknown randomized.base 'bogus' (or one whose positions come from the logits); "
+    ("position.base=bogus", "unknown randomized.base 'bogus' (or one whose positions come from the logits or the data); "
                             f"valid: {', '.join(BASES)}"),
-    ("position.base=cope", "unknown randomized.base 'cope' (or one whose positions come from the logits); valid:"),
+    ("position.base=cope", "unknown randomized.base 'cope' (or one whose positions come from the logits or the data); valid:"),
     ("position.base=randomized", "randomized.base='randomized': the wrapper cannot hold itself; valid: alibi,"),
     ("position.eval_positions=sometimes", "unknown randomized.eval_positions 'sometimes'; valid: identity, random"),
     ("position.max_len=0", "randomized.max_len=0: must be >= 1"),

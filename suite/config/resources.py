@@ -9,7 +9,10 @@ peak; it counts what is held at once:
 * training activations kept for the backward pass, per layer and token (2 bytes each under bf16);
 * attention scores where the chosen path builds them: ``reference`` (and SDPA with a learned
   bias, which trains through the reference path, and every path for a scheme whose term reads
-  the logits, ``needs_logits``) keeps ``B x H x T x T`` logits and probabilities per layer;
+  the logits, ``needs_logits``) keeps ``B x H x T x T`` logits and probabilities per layer; a
+  scheme with its own attention (``own_attention``: stick-breaking, PaTH) keeps what it declares
+  per pair of tokens (``pair_floats``) on every path, and a data-dependent bias (FoX) adds one
+  ``B x H x T x T`` tensor where it is materialized (the reference path; SDPA below float32);
   SDPA with a fixed bias or a window at most ``2 x BLOCK`` long builds one ``H x T x T`` mask;
   FlexAttention and SDPA's causal and blockwise kernels build none.
 
@@ -66,12 +69,19 @@ def _attention_bytes(spec: RunSpec, device: torch.device, batch: int, length: in
     m = spec.model
     total, masks = 0.0, 0.0
     for layer in m.layers:
+        cls = SCHEMES[layer.position]
         scores = batch * m.n_heads * length * length * FP32
         bias = _bias_kind(spec, layer)
-        on_reference = impl == "reference" or SCHEMES[layer.position].needs_logits
+        data_bias = cls.signal_bias is not PositionScheme.signal_bias
+        below_fp32 = training and spec.train.precision == "bf16"
+        on_reference = impl == "reference" or cls.needs_logits or cls.own_attention
         if on_reference or (impl == "sdpa" and training and bias == "learned"):
-            # logits and probabilities: kept per layer for the backward, one layer at a time without
-            total = total + 2 * scores if training else max(total, 2 * scores)
+            # logits and probabilities (or what the scheme's own attention declares): kept per
+            # layer for the backward, one layer at a time without
+            floats = cls.pair_floats(m.head_dim, training) + (1 if data_bias else 0)
+            total = total + floats * scores if training else max(total, floats * scores)
+        elif impl == "sdpa" and data_bias and below_fp32:
+            total = total + scores  # the bias a_i + b_j as a dense mask, one per layer
         elif impl == "sdpa" and (bias != "none" or (layer.span != "full" and length <= 2 * BLOCK)):
             masks = max(masks, m.n_heads * length * length * FP32)
     return total + masks

@@ -2,9 +2,14 @@
 
 Built from the model's public submodules (embedding, blocks, norms, head) and the position and
 span hooks (``scheme.embed``, ``scheme.qk``, ``scheme.temperature``, ``scheme.bias``,
-``scheme.logit_term``, ``span.allowed``), so it computes the model's own forward one step at a time: each layer keeps
+``scheme.logit_term``, ``scheme.signal_bias``, ``scheme.attend``, ``span.allowed``), so it computes the model's own forward one step at a time: each layer keeps
 the keys and values of the tokens seen so far, and a step runs only the new tokens through the
 network, attending to the cached ones.
+
+A layer whose scheme reads the data (``PositionScheme.signal``: FoX's forget gates, PaTH's
+transforms) also keeps its normed inputs, and each step recomputes the signal over every
+position: a token's signal may read the tokens before it (PaTH's convolution), and FoX's bias
+sums over all of them, so recomputing keeps the step equal to the full forward at O(T) work.
 
 Keys are cached before the scheme's ``qk`` hook and the hook is applied to all of them at every
 step, with the step's query positions and every key position. That keeps the cache exact for
@@ -20,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from suite.model.attention import BLOCK, reference_attention
+from suite.model.attention import BLOCK, reference_attention, with_terms
 from suite.model.lm import PosBenchLM
 
 
@@ -31,6 +36,7 @@ class KVCache:
     def __init__(self, n_layers: int):
         self.keys: list[torch.Tensor | None] = [None] * n_layers
         self.values: list[torch.Tensor | None] = [None] * n_layers
+        self.inputs: list[torch.Tensor | None] = [None] * n_layers  # (B, length, C), layers with a signal only
 
     @property
     def length(self) -> int:
@@ -43,10 +49,18 @@ class KVCache:
         self.keys[layer], self.values[layer] = k, v
         return k, v
 
+    def append_input(self, layer: int, h: torch.Tensor) -> torch.Tensor:
+        """Add the new positions' normed inputs h (B, Tn, C) to ``layer``; returns all of them."""
+        if self.inputs[layer] is not None:
+            h = torch.cat((self.inputs[layer], h), dim=-2)
+        self.inputs[layer] = h
+        return h
+
     def keep(self, rows: torch.Tensor) -> None:
         """Keep only batch rows ``rows`` (a 1-D index tensor), in that order."""
         self.keys = [None if k is None else k.index_select(0, rows) for k in self.keys]
         self.values = [None if v is None else v.index_select(0, rows) for v in self.values]
+        self.inputs = [None if h is None else h.index_select(0, rows) for h in self.inputs]
 
 
 @torch.no_grad()
@@ -67,12 +81,19 @@ def extend(model: PosBenchLM, tokens: torch.Tensor, cache: KVCache) -> torch.Ten
         C = h.shape[-1]
         q, k, v = attn.qkv(h).view(B, Tn, 3, attn.n_heads, C // attn.n_heads).permute(2, 0, 3, 1, 4)  # (B, H, Tn, D)
         k_all, v_all = cache.append(i, k, v)  # (B, H, start + Tn, D)
+        signal = None if attn.signal is None else attn.signal(cache.append_input(i, h))  # (B, H, start + Tn, S)
         q, k_all = scheme.qk(q, k_all, pos, pos_all)
         temp = scheme.temperature(pos)
         if temp is not None:
             q = q * temp.to(q.dtype)
-        out, _ = reference_attention(q, k_all, v_all, scheme.bias(pos, pos_all), span.allowed(pos, pos_all),
-                                     scheme.logit_term)
+        allowed = span.allowed(pos, pos_all)
+        if scheme.own_attention:
+            out, _ = scheme.attend(q, k_all, v_all, signal, allowed)
+        else:
+            terms = None if signal is None else scheme.signal_bias(signal)
+            terms = None if terms is None else (terms[0][..., start:], terms[1])  # the queries' rows
+            out, _ = reference_attention(q, k_all, v_all, with_terms(scheme.bias(pos, pos_all), terms), allowed,
+                                         scheme.logit_term)
         x = x + attn.out(out.transpose(1, 2).reshape(B, Tn, C))
         x = x + block.mlp(block.mlp_norm(x))
     return model.head(model.norm(x))

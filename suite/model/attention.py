@@ -10,6 +10,10 @@
 * ``flex``: FlexAttention (PyTorch 2.5+) with the scheme's ``score_mod`` and a block mask built
   from the span's ``mask_mod``; the GPU path, selected by ``auto`` only on CUDA.
 
+A data-dependent scheme's per-token signal (``PositionScheme.signal``, computed from the layer's
+input) reaches every path as a score bias separable into a query and a key term
+(``signal_bias``), or the scheme computes the layer's attention itself (``own_attention``).
+
 All paths compute the same function; ``tests/test_attention.py`` holds them to the reference.
 """
 from __future__ import annotations
@@ -24,6 +28,7 @@ from torch import nn
 
 from suite.model.init import init_normal_
 from suite.model.position import PositionScheme
+from suite.model.position.base import at_least_float32
 from suite.model.span import Span
 
 
@@ -45,9 +50,9 @@ class Context:
 
 def reference_attention(q, k, v, bias: Optional[torch.Tensor], allowed: torch.Tensor,
                         logit_term: Optional[Callable] = None):
-    """q, k, v: (B, H, T, D); bias (H, T, T) or None; allowed (T, T) bool; ``logit_term(q,
-    logits)``: a scheme's ``PositionScheme.logit_term``, whose term (or None) is added to the
-    masked logits. Returns (out, logits), the logits with the term."""
+    """q, k, v: (B, H, T, D); bias (H, T, T), (B, H, T, T) or None; allowed (T, T) bool;
+    ``logit_term(q, logits)``: a scheme's ``PositionScheme.logit_term``, whose term (or None) is
+    added to the masked logits. Returns (out, logits), the logits with the term."""
     logits = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])  # (B, H, T, T)
     if bias is not None:
         logits = logits + bias.to(logits.dtype)
@@ -55,8 +60,40 @@ def reference_attention(q, k, v, bias: Optional[torch.Tensor], allowed: torch.Te
     term = None if logit_term is None else logit_term(q, logits)
     if term is not None:
         logits = logits + term  # -inf stays -inf outside the span
-    probs = torch.softmax(logits.float(), dim=-1).to(q.dtype)
+    probs = torch.softmax(at_least_float32(logits), dim=-1).to(q.dtype)
     return probs @ v, logits
+
+
+def with_terms(bias: Optional[torch.Tensor], terms: Optional[tuple]) -> Optional[torch.Tensor]:
+    """A bias with a data-dependent scheme's separable terms added: ``terms`` (a (B, H, Tq),
+    b (B, H, Tk)) give a_i + b_j, so the result is (B, H, Tq, Tk); ``bias`` unchanged without them."""
+    if terms is None:
+        return bias
+    a, b = terms
+    dense = a[..., :, None] + b[..., None, :]  # (B, H, Tq, Tk)
+    return dense if bias is None else dense + bias.to(dense.dtype)
+
+
+def sdpa(q, k, v, terms: Optional[tuple] = None, **kwargs):
+    """``F.scaled_dot_product_attention`` with a data-dependent scheme's separable score terms
+    (a (B, H, Tq), b (B, H, Tk)), or none. The query term is a constant per softmax row and drops
+    out; the key term joins as one more dimension of q and k (q's entry sqrt(D), k's b_j, under
+    the scale 1/sqrt(D)), so no T x T tensor is built. Below float32 a large key term has too few
+    bits to share a dot product, so a + b is added as a (B, H, Tq, Tk) mask, computed in float32."""
+    if terms is None:
+        return F.scaled_dot_product_attention(q, k, v, **kwargs)
+    a, b = terms
+    D = q.shape[-1]
+    if q.dtype in (torch.float32, torch.float64):
+        q = torch.cat((q, q.new_full((*q.shape[:-1], 1), math.sqrt(D))), dim=-1)  # (B, H, Tq, D + 1)
+        k = torch.cat((k, b.unsqueeze(-1).to(k.dtype)), dim=-1)  # (B, H, Tk, D + 1)
+        return F.scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(D), **kwargs)
+    if kwargs.pop("is_causal", False):
+        Tq, Tk = q.shape[-2], k.shape[-2]
+        kwargs["attn_mask"] = torch.zeros(Tq, Tk, device=q.device).masked_fill(
+            torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).triu(Tk - Tq + 1), float("-inf"))
+    mask = with_terms(kwargs.pop("attn_mask", None), (a.float(), b.float()))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(q.dtype), **kwargs)
 
 
 def float_mask(bias: Optional[torch.Tensor], allowed: torch.Tensor, dtype, inplace: bool = False) -> torch.Tensor:
@@ -73,10 +110,12 @@ def float_mask(bias: Optional[torch.Tensor], allowed: torch.Tensor, dtype, inpla
 BLOCK = 128  # queries per block on the blockwise path
 
 
-def blockwise_attention(q, k, v, scheme: PositionScheme, span: Span, pos: torch.Tensor, block: int = BLOCK):
+def blockwise_attention(q, k, v, scheme: PositionScheme, span: Span, pos: torch.Tensor, block: int = BLOCK,
+                        terms: Optional[tuple] = None):
     """Attention for spans with a bounded reach (sliding window, chunks), one block of queries
     at a time against only the keys that block can see: O(T * (block + reach)) memory, no T x T
     tensor. The bias comes from the scheme for each block; a learned bias (T5) keeps its gradient.
+    ``terms``: a data-dependent scheme's separable terms (a, b), each (B, H, T), or None.
     """
     T, reach = q.shape[-2], span.reach
     outs = []
@@ -87,10 +126,11 @@ def blockwise_attention(q, k, v, scheme: PositionScheme, span: Span, pos: torch.
         allowed = span.allowed(pq, pk)  # (Bq, Bk)
         bias = scheme.bias(pq, pk)  # (H, Bq, Bk) or None
         qb, kb, vb = q[..., qs:qe, :], k[..., ks:qe, :], v[..., ks:qe, :]
+        tb = None if terms is None else (terms[0][..., qs:qe], terms[1][..., ks:qe])
         if bias is not None and bias.requires_grad:
-            outs.append(reference_attention(qb, kb, vb, bias, allowed)[0])
+            outs.append(reference_attention(qb, kb, vb, with_terms(bias, tb), allowed)[0])
         else:
-            outs.append(F.scaled_dot_product_attention(qb, kb, vb, attn_mask=float_mask(bias, allowed, q.dtype)))
+            outs.append(sdpa(qb, kb, vb, tb, attn_mask=float_mask(bias, allowed, q.dtype)))
     return torch.cat(outs, dim=-2)
 
 
@@ -110,16 +150,32 @@ def compiled_flex():
     return _COMPILED_FLEX
 
 
-def flex_attention_path(q, k, v, scheme: PositionScheme, span: Span, ctx: Context):
+def with_key_term(score_mod: Optional[Callable], key_term: torch.Tensor) -> Callable:
+    """``score_mod`` (or none) followed by adding a data-dependent key term (B, H, T) at each
+    score's key: the fused form of a separable signal bias, whose query term leaves the softmax
+    unchanged."""
+
+    def add_key_term(score, b, h, q_idx, kv_idx):
+        if score_mod is not None:
+            score = score_mod(score, b, h, q_idx, kv_idx)
+        return score + key_term[b, h, kv_idx]
+
+    return add_key_term
+
+
+def flex_attention_path(q, k, v, scheme: PositionScheme, span: Span, ctx: Context, terms: Optional[tuple] = None):
     """FlexAttention with the span's block mask and the scheme's score_mod, both built once per
-    forward. Compiled on CUDA (inside a compiled model it is already traced); on the CPU it runs
-    eagerly, which is what the tests hold to the reference."""
+    forward, and a data-dependent scheme's key term (``terms``) for this layer. Compiled on CUDA
+    (inside a compiled model it is already traced); on the CPU it runs eagerly, which is what the
+    tests hold to the reference."""
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
     T = q.shape[-2]
     block_mask = ctx.cached(("block_mask", span.name, span.cfg, T),
                             lambda: create_block_mask(span.mask_mod(), None, None, T, T, device=q.device))
     score_mod = ctx.cached(("score_mod", id(scheme)), lambda: scheme.score_mod(ctx.pos))
+    if terms is not None:
+        score_mod = with_key_term(score_mod, at_least_float32(terms[1]))
     attend = compiled_flex() if q.is_cuda and not torch.compiler.is_compiling() else flex_attention
     return attend(q, k, v, score_mod=score_mod, block_mask=block_mask, kernel_options=scheme.flex_kernel_options)
 
@@ -133,52 +189,61 @@ def choose_impl(impl: str, device: torch.device) -> str:
 class Attention(nn.Module):
     """Multi-head causal self-attention for one layer: its scheme and span are given per call."""
 
-    def __init__(self, d_model: int, n_heads: int, n_layers: int):
+    def __init__(self, d_model: int, n_heads: int, n_layers: int, signal: Optional[nn.Module] = None):
         super().__init__()
         self.n_heads = n_heads
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
         self.out = nn.Linear(d_model, d_model, bias=False)
         init_normal_(self.qkv.weight)
         init_normal_(self.out.weight, residual_layers=n_layers)
+        self.signal = signal  # this layer's module of a data-dependent scheme (PositionScheme.signal), or None
 
     def forward(self, x, scheme: PositionScheme, span: Span, ctx: Context):
         B, T, C = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, C // self.n_heads).permute(2, 0, 3, 1, 4)  # (B, H, T, D)
+        signal = None if self.signal is None else self.signal(x)  # (B, H, T, S)
         pos = ctx.pos
         q, k = scheme.qk(q, k, pos, pos)
         temp = scheme.temperature(pos)
         if temp is not None:
             q = q * temp.to(q.dtype)
-        out = self._attend(q, k, v, scheme, span, ctx)
+        out = self._attend(q, k, v, scheme, span, ctx, signal)
         return self.out(out.transpose(1, 2).reshape(B, T, C))
 
-    def _attend(self, q, k, v, scheme, span, ctx):
+    def _attend(self, q, k, v, scheme, span, ctx, signal=None):
         pos = ctx.pos
+        if scheme.own_attention:  # weights that are no softmax of q·k plus a bias: no fused kernel has them
+            allowed = ctx.cached(("allowed", span.name, span.cfg), lambda: span.allowed(pos, pos))
+            out, logits = scheme.attend(q, k, v, signal, allowed)
+            if ctx.want_logits:
+                ctx.logits.append(logits.detach())
+            return out
+        terms = None if signal is None else scheme.signal_bias(signal)  # (a, b), each (B, H, T), or None
         impl = choose_impl(ctx.impl, q.device)
         if scheme.needs_logits and impl in ("sdpa", "flex"):  # its term reads logits no fused kernel has
             impl = "reference"
         if impl == "flex" and not ctx.want_logits:
-            return flex_attention_path(q, k, v, scheme, span, ctx)  # builds no H x T x T bias
+            return flex_attention_path(q, k, v, scheme, span, ctx, terms)  # builds no H x T x T bias
         if impl == "sdpa" and not ctx.want_logits and span.reach is not None and q.shape[-2] > 2 * BLOCK:
-            return blockwise_attention(q, k, v, scheme, span, pos)  # never builds a T x T tensor
+            return blockwise_attention(q, k, v, scheme, span, pos, terms=terms)  # never builds a T x T tensor
         mask_key = ("mask", id(scheme), span.name, span.cfg, q.dtype)
         if impl == "sdpa" and not ctx.want_logits and mask_key in ctx.cache:
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=ctx.cache[mask_key])
+            return sdpa(q, k, v, terms, attn_mask=ctx.cache[mask_key])
         bias_key = ("bias", id(scheme))
         bias = ctx.cached(bias_key, lambda: scheme.bias(pos, pos))  # (H, T, T) or None
         learned_bias = bias is not None and bias.requires_grad
         if impl == "reference" or ctx.want_logits or (impl == "sdpa" and learned_bias):
             allowed = ctx.cached(("allowed", span.name, span.cfg), lambda: span.allowed(pos, pos))
-            out, logits = reference_attention(q, k, v, bias, allowed, scheme.logit_term)
+            out, logits = reference_attention(q, k, v, with_terms(bias, terms), allowed, scheme.logit_term)
             if ctx.want_logits:
                 ctx.logits.append(logits.detach())
             return out
         if impl == "sdpa":
             if bias is None and span.is_full:
-                return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                return sdpa(q, k, v, terms, is_causal=True)
             # A fixed bias becomes the mask in place (one H x T x T tensor, not two); a layer
             # with another span rebuilds the bias it needs.
             ctx.cache.pop(bias_key)
             mask = ctx.cached(mask_key, lambda: float_mask(bias, span.allowed(pos, pos), q.dtype, inplace=True))
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            return sdpa(q, k, v, terms, attn_mask=mask)
         raise ValueError(f"unknown attention implementation {impl!r}; valid: auto, reference, sdpa, flex")

@@ -3,7 +3,9 @@
 Layout follows Llama (Touvron et al. 2023): RMSNorm before attention and MLP (Zhang & Sennrich
 2019), SwiGLU feed-forward (Shazeer 2020), untied output head. Position schemes are shared
 between the layers that use the same configuration (as T5 shares its bias table); absolute
-schemes act once on the embeddings, relative ones inside every layer's attention.
+schemes act once on the embeddings, relative ones inside every layer's attention. A
+data-dependent scheme (FoX's forget gates, PaTH's transforms) also gives each of its layers a
+module of its own, which that layer's attention calls on the layer's input.
 The model never reads config: it receives a ``ModelSpec``.
 """
 from __future__ import annotations
@@ -44,12 +46,12 @@ class SwiGLU(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, spec: ModelSpec, scheme_index: int, span):
+    def __init__(self, spec: ModelSpec, scheme_index: int, span, signal: nn.Module | None = None):
         super().__init__()
         self.scheme_index = scheme_index
         self.span = span
         self.attn_norm = RMSNorm(spec.d_model, spec.norm_eps)
-        self.attn = Attention(spec.d_model, spec.n_heads, spec.n_layers)
+        self.attn = Attention(spec.d_model, spec.n_heads, spec.n_layers, signal)
         self.mlp_norm = RMSNorm(spec.d_model, spec.norm_eps)
         self.mlp = SwiGLU(spec.d_model, spec.d_ff, spec.n_layers)
 
@@ -67,9 +69,11 @@ class PosBenchLM(nn.Module):
         self.schemes = nn.ModuleList(SCHEMES[name](cfg, dims) for name, cfg in distinct)
         self.embed = nn.Embedding(spec.vocab_size, spec.d_model)
         init_normal_(self.embed.weight)  # GPT-2 scale: layer outputs matter from step one
+        index = [distinct.index((layer.position, layer.position_cfg)) for layer in spec.layers]
+        # a data-dependent scheme gives each of its layers a signal module of its own
         self.blocks = nn.ModuleList(
-            Block(spec, distinct.index((layer.position, layer.position_cfg)), SPANS[layer.span](layer.span_cfg))
-            for layer in spec.layers
+            Block(spec, i, SPANS[layer.span](layer.span_cfg), self.schemes[i].signal())
+            for i, layer in zip(index, spec.layers)
         )
         self.norm = RMSNorm(spec.d_model, spec.norm_eps)
         self.head = nn.Linear(spec.d_model, spec.vocab_size, bias=False)

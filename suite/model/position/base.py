@@ -6,6 +6,13 @@ contextual schemes add a term computed from the logits themselves (``logit_term`
 ``needs_logits`` set so attention materializes them; CoPE counts gated keys this way).
 Every scheme also takes the optional log-length softmax temperature (``log_scale``).
 
+Data-dependent schemes read each layer's input instead of token indices. ``signal`` gives every
+layer that uses the scheme a module of its own that maps the layer's input to a per-token signal
+(FoX's forget gates, PaTH's Householder vectors); the signal reaches attention either as a score
+bias separable into a query and a key term (``signal_bias``: FoX), or through the scheme's own
+attention (``own_attention`` and ``attend``: stick-breaking's stick breaks, PaTH's transformed
+keys), for weights that are not a softmax of q·k plus a bias.
+
 A scheme owns its checks: the classmethod ``check(cfg, train_len, eval_lens)`` receives a layer's
 config, the training length and every evaluation length, and returns the config the run uses
 (resized to those lengths where the scheme sizes itself by them) or raises ``ValueError`` naming
@@ -61,6 +68,11 @@ def log_length_scale(pos_q: torch.Tensor, base: int) -> torch.Tensor:
     return scale.clamp(min=1.0).unsqueeze(-1)
 
 
+def at_least_float32(t: torch.Tensor) -> torch.Tensor:
+    """``t`` in float32, or as it is when already float32 or float64 (a float64 model stays exact)."""
+    return t if t.dtype in (torch.float32, torch.float64) else t.float()
+
+
 class PositionScheme(nn.Module):
     """Base class: subclasses set ``name`` and ``Config`` and override the hooks they need."""
 
@@ -98,6 +110,45 @@ class PositionScheme(nn.Module):
         entries stay -inf). Attention passes every key a query row can see, never a block of
         them; a cached decoding step, which holds all earlier keys, gets the full rows too."""
         return None
+
+    # True for a scheme whose positions come from the data, not from token indices (FoX,
+    # stick-breaking, PaTH): nothing it computes reads ``pos``, so a wrapper that draws token
+    # positions (``randomized``) has nothing to act on
+    data_dependent: ClassVar[bool] = False
+
+    def signal(self) -> Optional[nn.Module]:
+        """A new module for one layer, or None. The model builds one for every layer that uses
+        the scheme (each layer its own parameters, as in the papers) and calls it on the layer's
+        normed input (B, T, C); it returns the per-token signal (B, H, T, S). A token's signal may
+        read earlier tokens (PaTH's short convolution), never later ones, so a KV cache that keeps
+        each layer's inputs recomputes it exactly."""
+        return None
+
+    def signal_bias(self, signal: torch.Tensor) -> Optional[tuple[torch.Tensor, torch.Tensor]]:
+        """A score bias separable into a query and a key term, ``(a, b)``, each (B, H, T) over
+        the signal's positions: bias(i, j) = a_i + b_j; or None. Queries are the last Tq of those
+        positions. The reference path adds a_i + b_j; the fused paths add only b_j, since a
+        constant per query row leaves its softmax unchanged (SDPA takes b_j as one more key
+        dimension, so no T x T bias is built; FlexAttention reads it in its score_mod)."""
+        return None
+
+    # True for a scheme that computes its layer's attention itself (``attend``): its weights are
+    # not a softmax of q·k plus a bias, so no fused kernel computes them
+    own_attention: ClassVar[bool] = False
+
+    def attend(self, q, k, v, signal: Optional[torch.Tensor], allowed: torch.Tensor):
+        """(out (B, H, Tq, D), logits (B, H, Tq, Tk)) for a scheme with ``own_attention``: q are
+        the last Tq of the Tk key positions, ``signal`` (B, H, Tk, S) or None, ``allowed`` the
+        span's (Tq, Tk) mask. ``logits`` are what diagnostics read as attention logits: a softmax
+        over them gives each key's weight in ``out`` (-inf where a key gets none)."""
+        raise NotImplementedError(f"{self.name} computes no attention of its own")
+
+    @classmethod
+    def pair_floats(cls, head_dim: int, training: bool) -> int:
+        """Floats per batch row, head, query and key that this scheme's attention holds where it
+        materializes its scores, kept for the backward pass when ``training`` (the memory
+        pre-flight counts them): the logits and the probabilities."""
+        return 2
 
     def score_mod(self, pos: torch.Tensor) -> Optional[Callable]:
         """FlexAttention score_mod adding this scheme's bias for positions ``pos`` (T,), or None

@@ -7,9 +7,10 @@ to ``max_len`` - 1 is trained and a sequence longer than the training length bri
 position. The wrapper holds a base scheme (``base``), maps token indices to sampled positions
 and hands those to every hook of the base that takes positions: ``embed``, ``qk``, ``bias``,
 ``score_mod``, ``temperature``. Any scheme of the catalogue can be the base but the wrapper
-itself and a scheme whose positions are counted from the logits (``needs_logits``: CoPE): it
-takes no token positions to sample, and the memory pre-flight reads ``needs_logits`` from the
-layer's scheme class, which a wrapper could not set per base.
+itself, a scheme whose positions are counted from the logits (``needs_logits``: CoPE) and one
+whose positions come from the data (``data_dependent``: FoX, stick-breaking, PaTH): they take no
+token positions to sample, and the memory pre-flight reads both flags from the layer's scheme
+class, which a wrapper could not set per base.
 
 * Evaluation: ``eval_positions="identity"`` (default) gives positions 0 .. n-1;
   ``"random"`` samples as in training, which is what the authors' code does at test time. Here
@@ -61,11 +62,12 @@ M32 = 0xFFFFFFFF
 
 def bases() -> list[str]:
     """The schemes the wrapper can hold: the catalogue but itself and those whose positions are
-    read from the logits (``needs_logits``, CoPE's counts of gated keys), which take no token
-    positions to sample."""
+    read from the logits (``needs_logits``, CoPE's counts of gated keys) or from the data
+    (``data_dependent``: FoX, stick-breaking, PaTH), which take no token positions to sample."""
     from suite.model.position import SCHEMES  # the catalogue is built after this module is imported
 
-    return sorted(name for name, cls in SCHEMES.items() if name != Randomized.name and not cls.needs_logits)
+    return sorted(name for name, cls in SCHEMES.items()
+                  if name != Randomized.name and not cls.needs_logits and not cls.data_dependent)
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,7 @@ class RandomizedConfig(PositionConfig):
         if self.base == Randomized.name:
             raise ValueError(f"randomized.base={self.base!r}: the wrapper cannot hold itself; valid: {', '.join(bases())}")
         if self.base not in bases():
-            raise ValueError(f"unknown randomized.base {self.base!r} (or one whose positions come from the logits); "
+            raise ValueError(f"unknown randomized.base {self.base!r} (or one whose positions come from the logits or the data); "
                              f"valid: {', '.join(bases())}")
         if self.max_len is not None and self.max_len < 1:
             raise ValueError(f"randomized.max_len={self.max_len}: must be >= 1 (or null for {MAX_LEN_MULTIPLE} x train.seq_len)")
