@@ -60,8 +60,20 @@ def test_the_default_sweeps_runs_are_the_flagships_own():
     assert len(default) == 36 and len(flagship) == 120 and default <= flagship
 
 
-# make test builds every job of the CPU sweeps the tests run anyway; zoo (117 jobs), kz and gpu
-# under make test-exhaustive
+@pytest.mark.exhaustive
+def test_the_zoos_classic_runs_are_the_flagships_own():
+    """The zoo sets its newer schemes beside the flagship's runs: each classic scheme's zoo job on a
+    flagship task is a flagship job (same spec, same run id), so it is copied, not trained again,
+    and the two boards read one set of numbers."""
+    classic = {"nope", "sinusoidal", "learned", "rope", "alibi", "t5"}
+    zoo = _built_jobs("zoo")
+    flagship = {spec.run_id for _, spec in _built_jobs("flagship")}
+    shared = {spec.run_id for job, spec in zoo if any(o in job for o in (f"+arch={a}" for a in classic))}
+    assert len(zoo) == 216 and len(shared) == 6 * 4 * 3 and shared <= flagship
+
+
+# make test builds every job of the CPU sweeps the tests run anyway; zoo (216 jobs), kz, state,
+# flipflop_path and gpu under make test-exhaustive
 @pytest.mark.parametrize("name", fast_or_exhaustive(SWEEPS, {"default", "windows", "hybrids"}))
 def test_every_sweep_is_a_multirun_of_configurations_each_with_several_seeds(name):
     cfg = _sweep_cfg(name)

@@ -8,16 +8,19 @@ no other position encoding (the paper's FoX is NoPE plus the gate).
 
 Details follow the authors' code (zhixuan-lin/forgetting-transformer,
 ``ForgettingAttentionLayer`` with ``fgate_type="full"``): the gate is a ``Linear(d_model,
-n_heads)`` with a bias, drawn like every projection (``init_normal_``, bias 0, so f starts near
-1/2); log f is ``logsigmoid`` of the gate's output in float32, and its cumulative sum gives the
-bias. ``decay_time_min`` / ``decay_time_max`` start the gate's bias instead with the authors'
-decay-time initialization (their ``fgate_bias_init``, written for their data-independent gates):
-head h's bias b_h = -log(expm1(1 / tau_h)), so sigmoid(b_h) decays by 1/e over tau_h tokens, with
-tau log-spaced from the minimum to the maximum over the heads. A gate starting near 1/2 forgets
-half of a key with every token, and a short training run (the CPU recipe's 1750 steps) moves the
-bias too little for a task that reads 20 tokens back; the decay-time start leaves that reach. The gate sees the normed layer input, as the reference's projections do. The paper's "Pro"
-block (output gate, QK-norm, key/value shift, output norm) is not built here: it changes the
-layer around attention, not the position signal this suite compares.
+n_heads)`` with a bias that reads the normed layer input, as the layer's other projections do,
+drawn like every projection (``init_normal_``, bias 0, so f starts near 1/2); log f is
+``logsigmoid`` of the gate's output in float32, and its cumulative sum gives the bias. The
+paper's "Pro" block (output gate, QK-norm, key/value shift, output norm) is not built here: it
+changes the layer around attention, not the position signal this suite compares.
+
+``decay_time_min`` / ``decay_time_max`` start the gate's bias with the authors' decay-time
+initialization instead (their ``fgate_bias_init``, written for their data-independent gates):
+head h's bias is b_h = -log(expm1(1 / tau_h)), so a key's weight falls by 1/e over tau_h tokens,
+with tau log-spaced from the minimum to the maximum over the heads. A gate that starts near 1/2
+halves a key's weight with every token, and a short run (the CPU recipe's 1750 steps at a
+learning rate of 1e-3) moves the bias too little for a task that reads 20 tokens back; the
+decay-time start gives the heads that reach from the first step.
 
 As a bias c_i - c_j is separable (``signal_bias``), so every attention path carries it: the
 reference and a KV cache add it, SDPA takes -c_j as one more key dimension and FlexAttention
@@ -58,7 +61,7 @@ class FoXConfig(PositionConfig):
 def decay_time_bias(lo: float, hi: float, n_heads: int) -> torch.Tensor:
     """Per-head gate biases b = -log(expm1(1 / tau)), tau log-spaced from ``lo`` to ``hi``: then
     -1 / log sigmoid(b) = tau, the tokens over which a key's weight falls by 1/e."""
-    tau = torch.exp(torch.linspace(math.log(lo), math.log(hi), n_heads, dtype=torch.float64))
+    tau = torch.exp(torch.linspace(math.log(lo), math.log(hi), n_heads, dtype=torch.float64, device="cpu"))
     return (-torch.log(torch.expm1(1 / tau))).float()
 
 

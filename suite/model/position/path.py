@@ -13,8 +13,8 @@ Details follow the reference layer (fla-org/flash-linear-attention, ``fla/layers
 projection (``w_rank``), conv a causal depthwise convolution over 3 tokens without bias
 (``conv_size``, FLA's ``ShortConvolution``), l2norm with eps 1e-6; beta = 2 sigmoid(W_b x + b)
 per head; every projection and the convolution drawn as every weight here (``init_normal_``, the
-normal FLA's ``_init_weights`` draws), biases 0; no forget gate (``use_forget_gate=False``) and no QK-norm. There is no other
-position encoding.
+normal FLA's ``_init_weights`` draws), biases 0; no forget gate (``use_forget_gate=False``) and
+no QK-norm. There is no other position encoding.
 
 The attention here is the O(T^2 d) reference the paper's equations give: the queries are
 carried backward over the keys, q_i <- H_s q_i for s = i, i-1, ..., so the logit with key j reads
