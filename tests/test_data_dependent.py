@@ -275,3 +275,43 @@ def test_the_decay_time_start_gives_each_head_its_decay_time_and_half_a_pair_is_
         make_spec("position=fox", "position.decay_time_min=2")
     with pytest.raises(SpecError, match=r"fox.decay_time_min=8.0, fox.decay_time_max=4.0: need 0 < min <= max"):
         make_spec("position=fox", "position.decay_time_min=8", "position.decay_time_max=4")
+
+
+@pytest.mark.parametrize("scheme", list(NAIVE))
+def test_lm_eval_and_diagnose_read_a_trained_data_dependent_run(tmp_path, scheme, capsys):
+    """The lm-eval model scores and decodes a stored run through its KV cache as the model's own
+    forward does, and ``suite.diagnose --stored`` prints a recency gap for every layer."""
+    import torch.nn.functional as F
+    from lm_eval.api.instance import Instance
+
+    from suite import diagnose
+    from suite.lmeval import PosBenchEvalLM
+    from tasks.base import BOS_ID, VOCAB, encode
+
+    overrides = ["model.n_layers=2", "model.d_model=16", "model.n_heads=2", "model.d_ff=32", "train.steps=3",
+                 "train.batch_size=4", "train.seq_len=12", "eval.n_examples=3", "eval.batch_size=3",
+                 "eval.multiples=[1]", "logger=none", "sweep_name=t", f"results_dir={tmp_path}", f"position={scheme}",
+                 "task=copy"]
+    path = execute(make_spec(*overrides), results_dir=tmp_path, progress=False)
+    lm = PosBenchEvalLM(pretrained=str(path), batch_size=2)
+    context, continuation = "apple fox 17 |", " apple fox"
+    ((ll, _),) = lm.loglikelihood([Instance("loglikelihood", {}, (context, continuation), 0)])
+    ctx, cont = [BOS_ID, *encode(context)], encode(continuation)
+    with torch.no_grad():
+        logprobs = F.log_softmax(lm.model(torch.tensor([ctx + cont])).float(), -1)[0][len(ctx) - 1:-1]
+    assert ll == pytest.approx(sum(logprobs[i, t].item() for i, t in enumerate(cont)), abs=1e-4)
+    ids, want = list(ctx), []
+    with torch.no_grad():
+        for _ in range(5):  # greedy by recomputing the whole forward at every step
+            want.append(int(lm.model(torch.tensor([ids]))[0, -1].argmax()))
+            ids.append(want[-1])
+    (got,) = lm.generate_until([Instance("generate_until", {}, (context, {"until": [], "max_gen_toks": 5}), 0)])
+    words = [VOCAB[t] for t in want]
+    assert got.split() == words[:len(got.split())] and len(got.split()) >= 1
+    capsys.readouterr()
+    assert diagnose.main([*overrides, "--stored"]) == 0
+    printed = capsys.readouterr().out
+    rows = [line.split() for line in printed.splitlines() if line.split()[:1] in (["0"], ["1"])]
+    assert [r[:2] for r in rows] == [["0", f"{scheme}/full"], ["1", f"{scheme}/full"]]
+    # five sites' cosine gaps (each within [-2, 2]) and the logits' (finite)
+    assert all(len(r) == 8 and all(abs(float(x)) <= 2 for x in r[2:7]) and math.isfinite(float(r[7])) for r in rows)
