@@ -158,14 +158,19 @@ def test_a_layer_equals_its_papers_equations(scheme, span):
         assert torch.allclose(a, b, atol=1e-10, rtol=0), (name, (a - b).abs().max())
 
 
+def _with_nope_twin(scheme: str):
+    """A layer of ``scheme``, a NoPE layer with the same attention weights, and an input."""
+    attn, pos_scheme, span = _layer(scheme, "full")
+    nope_attn, nope, nope_span = _layer("nope", "full")
+    nope_attn.load_state_dict({k: v for k, v in attn.state_dict().items() if not k.startswith("signal.")})
+    return (attn, pos_scheme, span), (nope_attn, nope, nope_span), torch.randn(B, T, C, dtype=torch.float64)
+
+
 def test_a_forget_gate_held_open_attends_as_nope_and_a_closing_one_forgets():
     """f = 1 everywhere (log f = 0) adds nothing: the layer is NoPE's. f < 1 down-weights far keys
     by exactly sum log f between them: with every gate at sigmoid(0) = 1/2, key j's logit at query i
     drops by (i - j) log 2 against NoPE's, so the weight ratio of two keys scales by 2^(j1 - j2)."""
-    attn, fox, span = _layer("fox", "full")
-    nope_attn, nope, nope_span = _layer("nope", "full")
-    nope_attn.load_state_dict({k: v for k, v in attn.state_dict().items() if not k.startswith("signal.")})
-    x = torch.randn(B, T, C, dtype=torch.float64)
+    (attn, fox, span), (nope_attn, nope, nope_span), x = _with_nope_twin("fox")
     with torch.no_grad():
         attn.signal.proj.weight.zero_()
         attn.signal.proj.bias.fill_(60.0)  # sigmoid(60) = 1 in float64 to 1e-26
@@ -185,10 +190,7 @@ def test_path_with_every_beta_zero_attends_as_nope_and_a_reflection_turns_the_ke
     """beta = 0 makes every H the identity: NoPE. beta = 2 with one fixed w makes each H a
     reflection, so a key an odd number of tokens back is seen reflected (its component along w
     negated) and an even number back as it is."""
-    attn, path, span = _layer("path", "full")
-    nope_attn, nope, nope_span = _layer("nope", "full")
-    nope_attn.load_state_dict({k: v for k, v in attn.state_dict().items() if not k.startswith("signal.")})
-    x = torch.randn(B, T, C, dtype=torch.float64)
+    (attn, path, span), (nope_attn, nope, nope_span), x = _with_nope_twin("path")
     with torch.no_grad():
         attn.signal.beta_proj.weight.zero_()
         attn.signal.beta_proj.bias.fill_(-60.0)  # beta = 2 sigmoid(-60) ~ 1e-26

@@ -1,4 +1,4 @@
-"""One look per scheme: a colour and a marker, distinct for up to 16 schemes (the zoo has 13), the
+"""One look per scheme: a colour and a marker, distinct for up to 16 schemes (beyond, a colour comes back with another marker), the
 same in every plot of a report. ``drawn`` reads back what a figure's labelled lines used (the report
 writes it beside each plot) and ``clashes`` names two lines of one axes a reader cannot tell apart."""
 from __future__ import annotations
