@@ -30,6 +30,14 @@ def test_a_label_names_the_settings_that_differ_and_only_those():
     assert theta == {"R": "theta=500", "S": "theta=50000"}
 
 
+def test_a_run_copied_from_another_sweep_is_named_by_its_settings_not_its_folder():
+    """A copied run's spec carries the sweep it was copied into; a run trained there has none."""
+    copied = store.relabelled({"run": {"spec": _spec("position.drop_low=0")}, "rows": []}, "zoo", "flagship")["run"]["spec"]
+    trained = _spec("position.drop_low=0.25")
+    assert copied["sweep"] == "zoo" and "sweep" not in trained
+    assert labels.split_labels({"copy": ["A", "B"]}, {"A": copied, "B": trained}) == {"A": "drop_low=0", "B": "drop_low=0.25"}
+
+
 def test_a_configuration_keeps_one_name_on_every_task():
     """One model per task: on copy two step counts, on vt only one; vt's run is still 'steps=80'."""
     copy80, copy200 = _spec("task=copy", "train.steps=80"), _spec("task=copy", "train.steps=200")

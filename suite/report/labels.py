@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
-SKIP = ("seed",)  # the one thing runs in a cell may differ in
+SKIP = ("seed", "sweep")  # the one thing runs in a cell may differ in, and the sweep folder a run is
+# stored in (a run copied from another sweep carries its new sweep name; the run id leaves it out)
 
 
 def flatten(spec: dict) -> dict[str, Any]:
