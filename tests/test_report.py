@@ -248,3 +248,17 @@ def test_evaluation_splits_are_scored_apart_and_other_slices_are_not_boards(tmp_
     assert list(csv.columns[:3]) == ["scheme", "task", "eval_len"] and csv.loc["sparse", "mean"] == 0.7
     render.write(df[df.slice == "all"], "fx", tmp_path / "rep")  # a sweep without splits leaves no old table
     assert not (out / "splits.csv").exists()
+
+
+def test_a_run_trained_on_a_mixture_is_judged_on_each_of_its_tasks():
+    """One model per seed on copy and vt: seed 0 learns vt (1.0 at L) but not copy (0.5), seed 1
+    learns both. Copy's row reads 1 of 2 not learned, vt's none: a task the run did learn does not
+    vouch for one it did not."""
+    rows = [_row(f"mix-{seed}", "rope", seed, task, length, value, metric=metric)
+            for seed, copy_at_l in ((0, 0.5), (1, 0.95))
+            for task, metric, at_l in (("copy", "token_accuracy", copy_at_l), ("vt", "string_match_all", 1.0))
+            for length, value in ((32, at_l), (64, at_l / 2))]
+    board = tables.leaderboard(frame(rows))
+    marks = board.drop_duplicates(["scheme", "task"]).set_index("task")
+    assert (marks.loc["copy", "not_learned"], marks.loc["copy", "runs"]) == (1, 2)
+    assert (marks.loc["vt", "not_learned"], marks.loc["vt", "runs"]) == (0, 2)

@@ -154,16 +154,18 @@ def leaderboard(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
 
 
 def learned(d: pd.DataFrame) -> pd.Series:
-    """Per run (index run_id) of ``primary`` rows: whether its score at the training length reaches
-    ``LEARNED_AT`` of its metric's best value (a run without a score there has not learned). Only
+    """Per run and task (index run_id, task) of ``primary`` rows: whether the run's score on the
+    task at the training length reaches ``LEARNED_AT`` of its metric's best value (a run without a
+    score there has not learned). A run trained on a mixture is judged on each of its tasks. Only
     metrics in a bounded range where higher is better are judged; other runs count as learned."""
     judged = d.metric.map(lambda m: metric_of(m).higher_is_better is True and math.isfinite(metric_of(m).high))
     at_l = d[judged & (d.eval_len == d.train_len)]
     best = at_l.metric.map(lambda m: metric_of(m).high).astype(float)
-    ok = (at_l.value.astype(float) >= LEARNED_AT * best).groupby(at_l.run_id).any()
-    runs = pd.Series(True, index=pd.Index(d.run_id.unique(), name="run_id"))
-    judged_runs = d[judged].run_id.unique()
-    runs[judged_runs] = ok.reindex(judged_runs, fill_value=False).values
+    ok = (at_l.value.astype(float) >= LEARNED_AT * best).groupby([at_l.run_id, at_l.task]).any()
+    pairs = pd.MultiIndex.from_frame(d[["run_id", "task"]].drop_duplicates())
+    judged_pairs = pd.MultiIndex.from_frame(d.loc[judged, ["run_id", "task"]].drop_duplicates())
+    runs = pd.Series(True, index=pairs)
+    runs[judged_pairs] = ok.reindex(judged_pairs, fill_value=False).values
     return runs
 
 
@@ -172,7 +174,8 @@ def not_learned(d: pd.DataFrame) -> pd.DataFrame:
     their task at the training length (``learned``), out of how many."""
     ok = learned(d)
     runs = d.drop_duplicates(["scheme", "task", "run_id"])[["scheme", "task", "run_id"]]
-    runs = runs.assign(miss=~runs.run_id.map(ok).astype(bool))
+    runs = runs.assign(miss=~pd.Series(ok.reindex(pd.MultiIndex.from_frame(runs[["run_id", "task"]])).to_numpy(),
+                                       index=runs.index).astype(bool))
     return runs.groupby(["scheme", "task"]).agg(not_learned=("miss", "sum"), runs=("run_id", "size")).reset_index()
 
 
