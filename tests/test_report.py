@@ -262,3 +262,10 @@ def test_a_run_trained_on_a_mixture_is_judged_on_each_of_its_tasks():
     marks = board.drop_duplicates(["scheme", "task"]).set_index("task")
     assert (marks.loc["copy", "not_learned"], marks.loc["copy", "runs"]) == (1, 2)
     assert (marks.loc["vt", "not_learned"], marks.loc["vt", "runs"]) == (0, 2)
+
+
+def test_a_breakdown_by_window_lists_windows_in_numeric_order_and_no_window_last():
+    windows = [16, 4, None, 8]
+    df = frame([_row(f"w{w}", "rope", 0, "copy", 32, 0.5) for w in windows])
+    df["window"] = pd.Series(windows, dtype=object)  # as the store loads it: integers, None for no window
+    assert list(tables.breakdown(df, "window").index) == ["4", "8", "16", "None"]

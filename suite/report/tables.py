@@ -474,7 +474,16 @@ def breakdown(df: pd.DataFrame, column: str, metric: str | None = None) -> pd.Da
     d[column] = d[column].map(str)  # keeps None ("no window") as a row of its own
     t = d.pivot_table(index=column, columns="len_ratio", values="value", aggfunc="mean")
     t.columns = [ratio_header(c) for c in t.columns]
-    return t
+    return t.loc[sorted(t.index, key=_numeric_first)]
+
+
+def _numeric_first(value: str) -> tuple:
+    """Sort key of a breakdown row: numbers in numeric order (4, 8, 16, not '16', '4', '8'), then
+    the rest ('None': no window) by name."""
+    try:
+        return (0, float(value), "")
+    except ValueError:
+        return (1, 0.0, value)
 
 
 def varied(df: pd.DataFrame) -> list[str]:
