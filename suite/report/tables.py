@@ -162,20 +162,18 @@ def learned(d: pd.DataFrame) -> pd.Series:
     at_l = d[judged & (d.eval_len == d.train_len)]
     best = at_l.metric.map(lambda m: metric_of(m).high).astype(float)
     ok = (at_l.value.astype(float) >= LEARNED_AT * best).groupby([at_l.run_id, at_l.task]).any()
-    pairs = pd.MultiIndex.from_frame(d[["run_id", "task"]].drop_duplicates())
+    pairs = pd.Series(True, index=pd.MultiIndex.from_frame(d[["run_id", "task"]].drop_duplicates()))
     judged_pairs = pd.MultiIndex.from_frame(d.loc[judged, ["run_id", "task"]].drop_duplicates())
-    runs = pd.Series(True, index=pairs)
-    runs[judged_pairs] = ok.reindex(judged_pairs, fill_value=False).values
-    return runs
+    pairs[judged_pairs] = ok.reindex(judged_pairs, fill_value=False).values
+    return pairs
 
 
 def not_learned(d: pd.DataFrame) -> pd.DataFrame:
     """``scheme, task, not_learned, runs``: how many of each cell row's runs have not learned
     their task at the training length (``learned``), out of how many."""
-    ok = learned(d)
     runs = d.drop_duplicates(["scheme", "task", "run_id"])[["scheme", "task", "run_id"]]
-    runs = runs.assign(miss=~pd.Series(ok.reindex(pd.MultiIndex.from_frame(runs[["run_id", "task"]])).to_numpy(),
-                                       index=runs.index).astype(bool))
+    runs = runs.join(learned(d).rename("learned"), on=["run_id", "task"])
+    runs = runs.assign(miss=~runs.learned.astype(bool))
     return runs.groupby(["scheme", "task"]).agg(not_learned=("miss", "sum"), runs=("run_id", "size")).reset_index()
 
 
