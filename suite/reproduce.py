@@ -3,7 +3,7 @@ sweep on this machine and say, for each headline score, whether the rerun lands 
 number bit for bit, inside the published cell's 95 % interval, or outside it.
 
 The runs come from the sweep's shipped rows (``published/<sweep>.jsonl.gz``,
-``suite.results.shipped``); each is rebuilt from its stored spec (``run.spec``), trained with the
+``suite.results.store``); each is rebuilt from its stored spec (``run.spec``), trained with the
 thread count it was published with, and stored under ``<results>/<sweep>/`` (default
 ``results/reproduce``), so a second call reuses the reruns it already has. The published cell
 is the leaderboard's (``suite.report.tables.leaderboard`` over the shipped rows): the mean over
@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from suite import files
-from suite.results import shipped, store
+from suite.results import store
 
 VERDICTS = ("identical", "inside interval", "outside interval", "no published score")
 
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-k", type=int, default=3, help="how many runs to rerun, drawn by --seed (default 3)")
     p.add_argument("--seed", type=int, default=0, help="the draw of the k runs (default 0)")
     p.add_argument("--run", action="append", default=[], metavar="RUN_ID", help="rerun this run (repeatable; replaces -k)")
-    p.add_argument("--published", default=shipped.FOLDER, help="the folder of shipped result files")
+    p.add_argument("--published", default=store.PUBLISHED, help="the folder of shipped result files")
     p.add_argument("--results", default="results/reproduce", help="where the reruns are stored")
     args = p.parse_args(argv)
     if args.boards:
@@ -141,8 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         p.exit(2, f"{p.prog}: error: sweep {problem}\n")
     if args.k < 1:
         p.exit(2, f"{p.prog}: error: -k {args.k}: must be at least 1\n")
-    source = shipped.path_of(args.sweep, args.published)
-    if not shipped.is_shipped(source):
+    source = store.shipped_path(args.sweep, args.published)
+    if not store.is_shipped(source):
         print(f"no shipped file {source}: nothing to reproduce", file=sys.stderr)
         return 1
     with warnings.catch_warnings(record=True) as caught:

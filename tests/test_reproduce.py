@@ -10,7 +10,7 @@ import json
 import pytest
 
 from suite import reproduce
-from suite.results import shipped
+from suite.results import shipped, store
 from suite.run import execute
 from tests.conftest import make_spec
 from tests.test_run import QUICK
@@ -54,7 +54,7 @@ def published(tmp_path_factory):
     for seed in (0, 1):
         execute(make_spec(*QUICK, "position=alibi", "sweep_name=t", f"seed={seed}"), results_dir=root / "results",
                 progress=False)
-    shipped.pack(root / "results" / "t", shipped.path_of("t", root / "published"))
+    shipped.pack(root / "results" / "t", store.shipped_path("t", root / "published"))
     return root
 
 
@@ -66,7 +66,7 @@ def test_a_rerun_on_the_publishing_machine_is_identical(published, tmp_path, cap
     assert "identical: 2; inside interval: 0; outside interval: 0" in out  # copy at 16 and 32 tokens
 
     # a published number this machine does not give, outside its cell's interval: said, and exit 1
-    path = shipped.path_of("t", published / "published")
+    path = store.shipped_path("t", published / "published")
     lines = [json.loads(x) for x in gzip.decompress(path.read_bytes()).decode().splitlines()]
     chosen = reproduce.choose([p["run"]["run_id"] for p in lines], 1, 0)[0]
     for p in lines:
@@ -74,7 +74,7 @@ def test_a_rerun_on_the_publishing_machine_is_identical(published, tmp_path, cap
                      for r in p["rows"]]
     tampered = tmp_path / "tampered"
     tampered.mkdir()
-    (tampered / "t.jsonl.gz").write_bytes(shipped.encode(lines))
+    (tampered / "t.jsonl.gz").write_bytes(store.encode_shipped(lines))
     assert reproduce.main(["t", "--published", str(tampered), "--results", str(tmp_path), "--run", chosen]) == 1
     assert "outside interval: 2" in capsys.readouterr().out
 

@@ -78,7 +78,7 @@ def test_unpack_writes_missing_runs_and_keeps_a_users_file(fixture_store, tmp_pa
 def test_a_report_rebuilt_from_shipped_rows_equals_the_published_one(fixture_store, tmp_path, capsys):  # noqa: F811
     published = tmp_path / "published"
     with pytest.warns(UserWarning):
-        shipped.pack(fixture_store / "fx", shipped.path_of("fx", published))
+        shipped.pack(fixture_store / "fx", store.shipped_path("fx", published))
     common = ["fx", "--results", str(tmp_path / "fresh"), "--published", str(published)]
     assert report_main([*common, "--out", str(tmp_path / "one")]) == 0  # no results/fx: the shipped rows
     assert "reading the published rows" in capsys.readouterr().out
@@ -97,7 +97,7 @@ def test_a_report_rebuilt_from_shipped_rows_equals_the_published_one(fixture_sto
 def test_runs_beside_the_published_cells_are_cells_of_their_own(fixture_store, tmp_path):  # noqa: F811
     published = tmp_path / "published"
     with pytest.warns(UserWarning):
-        shipped.pack(fixture_store / "fx", shipped.path_of("fx", published))
+        shipped.pack(fixture_store / "fx", store.shipped_path("fx", published))
     mine = tmp_path / "mine"
     payload = json.loads((fixture_store / "fx" / "rope-0.json").read_text())
     payload["rows"] = [{**r, "value": 0.5} if r["eval_len"] == 64 else r for r in payload["rows"]]
@@ -111,3 +111,18 @@ def test_runs_beside_the_published_cells_are_cells_of_their_own(fixture_store, t
     assert board.loc[(f"rope [{mine}]", 64), "n_seeds"] == 1
     with pytest.raises(SystemExit):
         report_main(["fx", "--published", str(published), "--beside", str(tmp_path / "missing")])
+
+
+@pytest.mark.parametrize("envelope", [[], {"rows": []}, {"schema": "posbench.run/0", "rows": []}, {"schema": store.SCHEMA, "rows": {}}],
+                         ids=["a list", "no schema", "another schema", "rows not a list"])
+def test_a_run_file_and_a_shipped_line_pass_the_same_envelope_check(envelope, tmp_path):
+    """A payload that is not a PosBench run is refused whether it is a run file or a line of a
+    shipped file, with the same reason: the store writes the envelope check once.
+    Mutation check: ``read_shipped`` yielding every parsed line without ``envelope_problem`` makes this fail."""
+    (tmp_path / "r.json").write_text(json.dumps(envelope))
+    with pytest.raises(ValueError, match=r"r\.json is not a PosBench run \(schema posbench\.run/1\)"):
+        store.read_run(tmp_path / "r.json")
+    (tmp_path / "s.jsonl.gz").write_bytes(gzip.compress((json.dumps(envelope) + "\n").encode()))
+    [(where, found)] = list(store.read_shipped(tmp_path / "s.jsonl.gz"))
+    assert str(where).endswith("s.jsonl.gz:1") and isinstance(found, ValueError)
+    assert str(found) == "line 1 is not a PosBench run (schema posbench.run/1)"

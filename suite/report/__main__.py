@@ -3,7 +3,7 @@
 
 The rows come from ``<results>/<sweep>/`` (your runs) or, with ``--from published`` or when that
 folder holds none, from the sweep's shipped rows ``published/<sweep>.jsonl.gz``
-(``suite.results.shipped``). ``--beside`` adds other sources (a results folder or a shipped file),
+(``suite.results.store``). ``--beside`` adds other sources (a results folder or a shipped file),
 each configuration of each source in cells of its own, labelled by the source.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pandas as pd
 
 from suite import files
 
-from suite.results import shipped, store
+from suite.results import store
 from suite.results.metrics import METRICS
 from suite.report import render, tables
 
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report") ->
     p.add_argument("--results", default="results")
     p.add_argument("--from", dest="source", default="auto", choices=["auto", "results", "published"],
                    help="auto: <results>/<sweep>/ when it holds runs, else published/<sweep>.jsonl.gz")
-    p.add_argument("--published", default=shipped.FOLDER, help="the folder of shipped result files")
+    p.add_argument("--published", default=store.PUBLISHED, help="the folder of shipped result files")
     p.add_argument("--beside", action="append", default=[], metavar="PATH",
                    help="also show the runs of PATH (a results folder or a .jsonl.gz), in cells of their own")
     p.add_argument("--out", default="reports")
@@ -44,12 +44,12 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report") ->
     args = p.parse_args(argv)
     if (problem := files.sweep_name_problem(args.sweep)) is not None:  # it names a folder under --out too
         p.exit(2, f"{p.prog}: error: sweep {problem}\n")
-    folder, published = Path(args.results) / args.sweep, shipped.path_of(args.sweep, args.published)
+    folder, published = Path(args.results) / args.sweep, store.shipped_path(args.sweep, args.published)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         df = store.load(folder) if args.source != "published" and folder.is_dir() else store.load_empty()
         source = folder
-        if df.empty and args.source != "results" and shipped.is_shipped(published):
+        if df.empty and args.source != "results" and store.is_shipped(published):
             df, source = store.load(published), published
         beside = []
         for extra in args.beside:

@@ -4,9 +4,18 @@ One row per run x task x eval length x metric (x slice), with the columns below;
 is a column, never part of a metric name. Files are written atomically (temporary file, then
 rename), so parallel workers never corrupt each other and a killed run leaves no half file.
 The store is the source of truth; W&B only mirrors it.
+
+A published sweep's rows ship in the repository in one file, ``published/<sweep>.jsonl.gz``:
+one line per run, the run file's whole payload (``{"schema", "run", "rows"}``), lines sorted by
+run id, keys sorted, gzip written with no time stamp or file name, so the same runs always give
+the same bytes (``encode_shipped``). ``load`` reads such a file as it reads a folder; every run,
+in a file or on a line, passes the one envelope check (``envelope_problem``).
+``suite.results.shipped`` packs and unpacks them.
 """
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import math
 import re
@@ -29,6 +38,8 @@ STATUSES = ("ok", "diverged", "unsupported")
 REQUIRED = ("run_id", "task", "eval_len", "len_ratio", "slice", "metric", "value", "n", "status")
 # the folders W&B writes a run's files in (its JSON files are not results): offline-run-<time>-<id>, run-<time>-<id>
 WANDB_RUN_FOLDER = re.compile(r"(offline-)?run-\d{8}_\d{6}-.+|latest-run")
+SHIPPED_SUFFIX = ".jsonl.gz"
+PUBLISHED = "published"  # the folder of shipped files
 
 
 def write_run(results_dir, sweep: str, run_id: str, run: dict, rows: list[dict]) -> Path:
@@ -74,9 +85,56 @@ def read_run(path: str | Path) -> dict:
             payload = json.load(fh)
         except RecursionError:
             raise ValueError(f"{path} is nested too deeply to be a PosBench run file") from None
-    if not isinstance(payload, dict) or payload.get("schema") != SCHEMA or not isinstance(payload.get("rows"), list):
-        raise ValueError(f"{path} is not a PosBench run file (schema {SCHEMA})")
+    if (problem := envelope_problem(payload)) is not None:
+        raise ValueError(f"{path} {problem}")
     return payload
+
+
+def envelope_problem(payload) -> str | None:
+    """What makes a parsed run file (or a shipped line) not a PosBench run, or None: it must be an
+    object of this ``SCHEMA`` with a list of rows."""
+    if not isinstance(payload, dict) or payload.get("schema") != SCHEMA or not isinstance(payload.get("rows"), list):
+        return f"is not a PosBench run (schema {SCHEMA})"
+    return None
+
+
+def is_shipped(path: str | Path) -> bool:
+    """Whether ``path`` is a shipped file (``published/<sweep>.jsonl.gz``) rather than a folder."""
+    return Path(path).name.endswith(SHIPPED_SUFFIX) and Path(path).is_file()
+
+
+def shipped_path(sweep: str, published: str | Path = PUBLISHED) -> Path:
+    return Path(published) / f"{sweep}{SHIPPED_SUFFIX}"
+
+
+def encode_shipped(payloads: list[dict]) -> bytes:
+    """The shipped bytes of ``payloads``: JSON lines sorted by run id, gzip without time or name."""
+    lines = sorted((json.dumps(p, sort_keys=True, separators=(",", ":")) for p in payloads),
+                   key=lambda line: json.loads(line)["run"]["run_id"])
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:
+        gz.write(("\n".join(lines) + "\n").encode())
+    return buf.getvalue()
+
+
+def read_shipped(path: str | Path):
+    """(``path:line``, payload or the error that makes the line unreadable) for every line."""
+    try:
+        text = gzip.decompress(Path(path).read_bytes()).decode()
+    except (OSError, EOFError, UnicodeDecodeError) as err:
+        yield Path(path), ValueError(f"not a gzipped JSON-lines file ({err})")
+        return
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = Path(f"{path}:{i}")
+        try:
+            payload = json.loads(line)
+        except (ValueError, RecursionError) as err:
+            yield where, ValueError(f"line {i} is not JSON ({err})")
+            continue
+        problem = envelope_problem(payload)
+        yield where, payload if problem is None else ValueError(f"line {i} {problem}")
 
 
 def _is_number(x) -> bool:
@@ -167,11 +225,9 @@ def numeric_label(sig: dict) -> str:
 
 def _files(path: Path):
     """(name, payload or error) for every run file under the folder ``path``, or every line of the
-    shipped file ``path`` (``suite.results.shipped``)."""
-    from suite.results import shipped
-
-    if shipped.is_shipped(path):
-        yield from shipped.read(path)
+    shipped file ``path``."""
+    if is_shipped(path):
+        yield from read_shipped(path)
         return
     for file in sorted(path.rglob("*.json")):
         parts = file.relative_to(path).parts
