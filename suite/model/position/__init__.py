@@ -6,9 +6,9 @@ so a run's code digest (``suite.config.codedigest``) holds only the schemes it u
 from __future__ import annotations
 
 import suite.model.position as _pkg
-from suite.model.position.base import Dims, LengthUnsupported, PositionConfig, PositionScheme, log_length_scale
+from suite.model.position.base import SCHEMES, Dims, LengthUnsupported, PositionConfig, PositionScheme, log_length_scale
 from suite.registry import discover, subclasses_of
 
-SCHEMES: dict[str, type[PositionScheme]] = discover(_pkg, subclasses_of(PositionScheme))
+SCHEMES.update(discover(_pkg, subclasses_of(PositionScheme)))
 
 __all__ = ["SCHEMES", "Dims", "LengthUnsupported", "PositionConfig", "PositionScheme", "log_length_scale"]

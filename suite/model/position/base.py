@@ -30,6 +30,12 @@ import torch
 from torch import nn
 
 
+# the catalogue, name -> scheme class: filled once by the package on import (suite/model/position/__init__.py
+# discovers the scheme modules), read here by a scheme that holds another (``randomized``'s base) without
+# importing the package that imports it
+SCHEMES: dict[str, type["PositionScheme"]] = {}
+
+
 class LengthUnsupported(Exception):
     """A scheme cannot represent positions this far out (e.g. a learned table that is too short)."""
 

@@ -53,7 +53,7 @@ from typing import Optional
 
 import torch
 
-from suite.model.position.base import LengthUnsupported, PositionConfig, PositionScheme
+from suite.model.position.base import SCHEMES, LengthUnsupported, PositionConfig, PositionScheme
 
 EVAL_POSITIONS = ("identity", "random")
 MAX_LEN_MULTIPLE = 8  # default max_len, in training lengths: the default sweep evaluates up to 8x
@@ -63,9 +63,8 @@ M32 = 0xFFFFFFFF
 def bases() -> list[str]:
     """The schemes the wrapper can hold: the catalogue but itself and those whose positions are
     read from the logits (``needs_logits``, CoPE's counts of gated keys) or from the data
-    (``data_dependent``: FoX, stick-breaking, PaTH), which take no token positions to sample."""
-    from suite.model.position import SCHEMES  # the catalogue is built after this module is imported
-
+    (``data_dependent``: FoX, stick-breaking, PaTH), which take no token positions to sample.
+    The catalogue (``base.SCHEMES``) is filled once the package has imported every scheme."""
     return sorted(name for name, cls in SCHEMES.items()
                   if name != Randomized.name and not cls.needs_logits and not cls.data_dependent)
 
@@ -117,8 +116,6 @@ def sample_positions(seed: torch.Tensor, stream: torch.Tensor, n: int, max_len: 
 def _base_scheme(cfg: RandomizedConfig, dims, max_len: int) -> PositionScheme:
     """The base with its defaults, the wrapper's log-length temperature, and a position table
     (``max_positions``) of ``max_len`` rows."""
-    from suite.model.position import SCHEMES
-
     cls = SCHEMES[cfg.base]
     params = {"log_scale": cfg.log_scale, "log_scale_base": cfg.log_scale_base}
     if "max_positions" in {f.name for f in dataclasses.fields(cls.Config)}:
