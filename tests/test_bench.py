@@ -118,7 +118,7 @@ def test_the_gpu_bench_knows_the_datasheet_peak_of_common_devices():
 def test_a_runs_training_tokens_are_replayed_from_its_seeds():
     import numpy as np
 
-    from suite.training.batch import make_batch
+    from suite.data.batch import make_batch
     from suite.bench.step import training_tokens
     from tests.conftest import make_spec
 

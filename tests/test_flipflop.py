@@ -25,7 +25,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from suite.training.batch import make_batch, shortest_length
+from suite.data.batch import make_batch, shortest_length
 from suite.evaluation.evalcache import eval_set
 from suite.evaluation.evalsets import generate as eval_examples
 from tasks import build_task

@@ -1,7 +1,7 @@
 """The training protocol of Kazemnejad et al. 2023 (uniform lengths) and the copy / reverse /
 copy_repeat variants of the reproduction.
 
-Mutation check: in suite/training/batch.py sample_length, rng.integers(lo, hi + 1) -> rng.integers(lo, hi)
+Mutation check: in suite/data/batch.py sample_length, rng.integers(lo, hi + 1) -> rng.integers(lo, hi)
 makes test_every_training_length_from_the_minimum_up_is_equally_frequent fail."""
 from collections import Counter
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from suite.training.batch import length_range, make_batch, sample_length, shortest_length
+from suite.data.batch import length_range, make_batch, sample_length, shortest_length
 from tasks import build_task
 from tasks.base import EOS_ID, PAD_ID
 from tests.conftest import make_spec

@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from suite.training.batch import make_batch
+from suite.data.batch import make_batch
 from suite.model.lm import PosBenchLM
 from suite.training.step import train_step
 from suite.training.loop import train

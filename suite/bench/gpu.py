@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from suite.training.batch import make_batch
+from suite.data.batch import make_batch
 from suite.config.compose import CONF_DIR, compose_config
 from suite.model.lm import PosBenchLM
 from suite.config.build import build

@@ -13,7 +13,7 @@ from torch import nn
 
 import numpy as np
 
-from suite.training.batch import length_range, sample_length
+from suite.data.batch import length_range, sample_length
 from suite.config.compose import compose_config
 from suite.model.lm import PosBenchLM
 from suite.config.build import build
@@ -82,7 +82,7 @@ OPTIMIZERS = {"AdamW (for-loop, the CPU recipe)": {"foreach": False}, "AdamW for
 def optimizer_rows(size: str = "tiny", task: str = "copy", steps: int = 150, rounds: int = 2) -> list[dict]:
     """The sweep step (``train_step``, one thread, the default sweep's batches) with each AdamW
     implementation torch offers on the CPU, timed in turn; each keeps its best round."""
-    from suite.training.batch import make_batch
+    from suite.data.batch import make_batch
     from suite.training.step import train_step
     from suite.bench.timing import time_steps
 

@@ -32,7 +32,7 @@ from suite.registry import package_modules
 ROOT = Path(__file__).resolve().parents[2]
 CORE = (
     "suite/model/lm.py", "suite/model/attention.py", "suite/model/init.py", "suite/model/spec.py",
-    "suite/config/spec.py", "suite/training/batch.py", "suite/training/step.py", "suite/training/loop.py",
+    "suite/config/spec.py", "suite/data/batch.py", "suite/training/step.py", "suite/training/loop.py",
     "suite/evaluation/evaluate.py", "suite/evaluation/evalsets.py", "suite/evaluation/diagnostics.py",
     "suite/evaluation/slices.py",
 )

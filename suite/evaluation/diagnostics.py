@@ -22,6 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from suite.data.batch import collate
 from suite.evaluation.slices import format_slice
 
 
@@ -146,8 +147,6 @@ def attention_mass(model, examples) -> list[dict]:
     """Rows ``{layer, segment, value}``: the share of attention that each answer-predicting
     query puts on each segment of ``segment_masks`` (``segment_share``), plus its ``entropy``,
     averaged over heads and queries, then over examples."""
-    from suite.training.batch import collate
-
     tokens, _ = collate(examples)
     probs = attention_probs(model, tokens)
     rows = []
@@ -178,8 +177,6 @@ def diagnostic_rows(model, examples, stage: str) -> list[dict]:
     (``at,layer,segment``; segment ``entropy`` holds the attention entropy). Slices are written
     by ``suite.evaluation.slices.format_slice``; both gaps are ``recency_gap`` of their profile.
     """
-    from suite.training.batch import collate
-
     tokens, _ = collate(examples)
     T = tokens.shape[1]
     lags = lag_grid(T)

@@ -21,7 +21,7 @@ import torch
 from suite.evaluation.evalcache import eval_set
 from suite.model.position import LengthUnsupported
 from suite.config.spec import RunSpec
-from suite.training.batch import collate, next_token_loss
+from suite.data.batch import collate, next_token_loss
 from suite.evaluation.slices import ALL, format_slice
 
 

@@ -33,7 +33,7 @@ import numpy as np
 import yaml
 from omegaconf import OmegaConf
 
-from suite.training.batch import shortest_length
+from suite.data.batch import shortest_length
 from suite.config import schema
 from suite.config.compose import CONF_DIR
 from suite.lmeval.tasks import example_docs

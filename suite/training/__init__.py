@@ -1,1 +1,1 @@
-"""Training: batches, the one optimizer step, the loop, checkpoints and DDP."""
+"""Training: the one optimizer step, the loop, checkpoints and DDP."""

@@ -18,7 +18,7 @@ import torch
 from tqdm.auto import tqdm
 
 from suite.training import distributed
-from suite.training.batch import make_batch
+from suite.data.batch import make_batch
 from suite.training.checkpoint import resume, save_checkpoint
 from suite.training.step import train_step
 from suite.config.spec import RunSpec

@@ -1,6 +1,6 @@
 """One optimizer step: the training a sweep runs, and what ``make bench`` and its GPU part time.
 
-Forward (under the recipe's autocast), the answer-span loss (``suite.training.batch.next_token_loss``),
+Forward (under the recipe's autocast), the answer-span loss (``suite.data.batch.next_token_loss``),
 backward, gradient clipping to ``grad_clip``, AdamW. A loss that is not finite stops the step
 before any parameter changes; it is read back to the host only when ``check`` is set, so a
 CUDA step that is not checked queues its work without waiting for it.
@@ -14,7 +14,7 @@ from typing import Callable, Optional
 
 import torch
 
-from suite.training.batch import next_token_loss
+from suite.data.batch import next_token_loss
 
 
 @dataclass
