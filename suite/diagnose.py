@@ -17,9 +17,9 @@ from hydra.errors import HydraException
 from suite import files
 from suite.config.compose import compose_config
 from suite.describe import layer_kind
-from suite.evaluation.diagnostics import SITES, diagnostic_rows
+from suite.evaluation.diagnostics import SITES, diagnostic_examples, diagnostic_rows
 from suite.model.lm import PosBenchLM
-from suite.results.identity import diagnostic_examples, run_id
+from suite.results.identity import run_id
 from suite.evaluation.slices import parse_slice
 from suite.config.build import SpecError
 from suite.config.preflight import preflight

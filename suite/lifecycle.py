@@ -17,9 +17,9 @@ from suite.training import distributed
 
 from suite.results import numerics, store
 from suite.training.checkpoint import load_trained, save_trained
-from suite.evaluation.diagnostics import diagnostic_rows
+from suite.evaluation.diagnostics import diagnostic_examples, diagnostic_rows
 from suite.evaluation.evaluate import evaluate
-from suite.results.identity import diagnostic_examples, run_columns
+from suite.results.identity import run_columns
 from suite.model.lm import PosBenchLM
 from suite.progress import StepLog, calls_per_line, finished_line
 from suite.config.spec import RunSpec

@@ -12,17 +12,21 @@
   the needle, the rest of the context and the question (the segment analysis of long-context
   RoPE/NoPE hybrid studies), and the attention entropy per layer.
 
-Everything here reads a model; nothing writes files.
+Everything here reads a model and writes no file of its own; ``diagnostic_examples`` picks the
+examples the diagnostics read from the run's eval set (``suite.evaluation.evalcache``).
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from suite.config.spec import RunSpec
 from suite.data.batch import collate
+from suite.evaluation.evalcache import eval_set
 from suite.evaluation.slices import format_slice
 
 
@@ -204,3 +208,13 @@ def diagnostic_rows(model, examples, stage: str) -> list[dict]:
             rows.append({"metric": "attn_mass", "value": r["value"],
                          "slice": format_slice(at=stage, layer=r["layer"], segment=r["segment"])})
     return rows
+
+
+def diagnostic_examples(spec: RunSpec, tasks, results_dir) -> tuple[str, list]:
+    """(task name, examples) the diagnostics read: up to 32 eval examples at the training length,
+    from niah_single when the run has it (its needle gives the attention-mass segments)."""
+    names = [t.name for t, _ in tasks]
+    task_spec, task = tasks[names.index("niah_single")] if "niah_single" in names else tasks[0]
+    examples, _ = eval_set(task_spec.name, dict(task_spec.params), task, spec.train.seq_len, spec.eval.seed,
+                           spec.eval.n_examples, Path(results_dir) / "_evalsets")
+    return task_spec.name, examples[:32]

@@ -1,14 +1,12 @@
-"""What names a run and describes it: its readable id, the per-run columns of every result row,
-and the examples its diagnostics read. Shared by ``suite.run`` (which trains and stores runs) and
-``suite.diagnose`` (which inspects them), so neither imports the other."""
+"""What names a run and describes it: its readable id and the per-run columns of every result row.
+Shared by ``suite.run`` (which trains and stores runs) and ``suite.commands.diagnose`` (which
+inspects them), so neither imports the other."""
 from __future__ import annotations
 
 import subprocess
 from functools import lru_cache
-from pathlib import Path
 
 from suite.config.compose import CONF_DIR
-from suite.evaluation.evalcache import eval_set
 from suite.model.span import KINDS
 from suite.config.spec import RunSpec
 
@@ -51,13 +49,3 @@ def run_id(spec: RunSpec) -> str:
     """Readable and unique: '<positions>-<pattern>-<task or task set>-s<seed>-<spec hash>'."""
     positions = _joined(layer.position for layer in spec.model.layers)
     return f"{positions}-{spec.model.pattern}-{spec.taskset}-s{spec.seed}-{spec.run_id}"
-
-
-def diagnostic_examples(spec: RunSpec, tasks, results_dir) -> tuple[str, list]:
-    """(task name, examples) the diagnostics read: up to 32 eval examples at the training length,
-    from niah_single when the run has it (its needle gives the attention-mass segments)."""
-    names = [t.name for t, _ in tasks]
-    task_spec, task = tasks[names.index("niah_single")] if "niah_single" in names else tasks[0]
-    examples, _ = eval_set(task_spec.name, dict(task_spec.params), task, spec.train.seq_len, spec.eval.seed,
-                           spec.eval.n_examples, Path(results_dir) / "_evalsets")
-    return task_spec.name, examples[:32]
