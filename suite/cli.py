@@ -4,9 +4,9 @@
     posbench run <overrides>          train and evaluate (suite.run, Hydra: --help, --cfg, -m, --shell-completion)
     posbench report <sweep>           build reports/<sweep>/ (suite.report)
     posbench summary <folder>         the leaderboard in the terminal (suite.report.summary)
-    posbench describe <overrides>     the layers a config builds (suite.describe)
-    posbench diagnose <overrides>     recency gaps per layer (suite.diagnose)
-    posbench show <task>              one example of a task (tasks.show)
+    posbench describe <overrides>     the layers a config builds (suite.commands.describe)
+    posbench diagnose <overrides>     recency gaps per layer (suite.commands.diagnose)
+    posbench show <task>              one example of a task (suite.commands.show)
     posbench lmeval --run <run> ...   score a run with lm-eval (suite.lmeval)
     posbench compare A B [C ...]      sweeps side by side (suite.report.compare)
 
@@ -25,9 +25,9 @@ COMMANDS = {
     "run": ("suite.run", "train and evaluate one run or a Hydra multirun"),
     "report": ("suite.report.__main__", "build a sweep's report under reports/<sweep>/"),
     "summary": ("suite.report.summary", "print a results folder's leaderboard"),
-    "describe": ("suite.describe", "print the layers a config builds"),
-    "diagnose": ("suite.diagnose", "print recency gaps per layer at init or trained"),
-    "show": ("tasks.show", "print one example of a task"),
+    "describe": ("suite.commands.describe", "print the layers a config builds"),
+    "diagnose": ("suite.commands.diagnose", "print recency gaps per layer at init or trained"),
+    "show": ("suite.commands.show", "print one example of a task"),
     "lmeval": ("suite.lmeval.__main__", "score a stored run or a model with lm-eval"),
     "compare": ("suite.report.compare", "two or more sweeps in one table and one plot"),
 }
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     if command == "run":
         return _run(rest)
     main_of = importlib.import_module(COMMANDS[command][0]).main
-    named = "prog" in inspect.signature(main_of).parameters  # tasks.show and suite.lmeval name themselves
+    named = "prog" in inspect.signature(main_of).parameters  # suite.lmeval names itself
     return int((main_of(rest, prog=f"posbench {command}") if named else main_of(rest)) or 0)
 
 

@@ -16,7 +16,6 @@ built on two machines (their ``leaderboard.csv``) cell by cell, with the same ve
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import random
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from suite import files
+from suite.commandline import parser, warnings_on_stderr
 from suite.results import store
 
 VERDICTS = ("identical", "inside interval", "outside interval", "no published score")
@@ -119,7 +119,7 @@ def rerun(payload: dict, results_dir: Path, sweep: str) -> Path | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m suite.reproduce", description=__doc__.split("\n\n")[0])
+    p = parser("python -m suite.reproduce", __doc__)
     p.add_argument("sweep", nargs="?", help="a published sweep: reads published/<sweep>.jsonl.gz")
     p.add_argument("--boards", nargs=2, type=Path, metavar=("PUBLISHED", "OTHER"),
                    help="compare two leaderboard.csv files of one sweep cell by cell instead (no training)")
@@ -145,11 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     if not store.is_shipped(source):
         print(f"no shipped file {source}: nothing to reproduce", file=sys.stderr)
         return 1
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with warnings_on_stderr():
         found = {payload["run"]["run_id"]: payload for _, payload in store.payloads(source)}
-    for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
     unknown = [r for r in args.run if r not in found]
     if unknown:
         p.exit(2, f"{p.prog}: error: --run {unknown[0]!r} is not a run of {source} ({len(found)} runs; "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from suite.registry import SHARED, discover
+from suite.registry import discover
 from tasks.base import Example, Task
 
 
@@ -15,7 +15,7 @@ def _is_task(cls: type) -> bool:
     return isinstance(getattr(cls, "name", None), str) and hasattr(cls, "generate")
 
 
-TASKS: dict[str, type] = discover(sys.modules[__name__], _is_task, skip=(*SHARED, "show"))
+TASKS: dict[str, type] = discover(sys.modules[__name__], _is_task)
 
 
 def build_task(name: str, **params):

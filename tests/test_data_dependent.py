@@ -282,11 +282,11 @@ def test_the_decay_time_start_gives_each_head_its_decay_time_and_half_a_pair_is_
 @pytest.mark.parametrize("scheme", list(NAIVE))
 def test_lm_eval_and_diagnose_read_a_trained_data_dependent_run(tmp_path, scheme, capsys):
     """The lm-eval model scores and decodes a stored run through its KV cache as the model's own
-    forward does, and ``suite.diagnose --stored`` prints a recency gap for every layer."""
+    forward does, and ``suite.commands.diagnose --stored`` prints a recency gap for every layer."""
     import torch.nn.functional as F
     from lm_eval.api.instance import Instance
 
-    from suite import diagnose
+    from suite.commands import diagnose
     from suite.lmeval import PosBenchEvalLM
     from tasks.base import BOS_ID, VOCAB, encode
 

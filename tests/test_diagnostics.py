@@ -261,7 +261,7 @@ def test_a_run_with_diagnostics_stores_init_and_trained_rows_and_the_report_show
     out = render.write(df, "dg", tmp_path / "rep")
     assert "Recency gap" in (out / "index.md").read_text() and (out / "plots" / "recency.png").exists()
     assert (out / "plots" / "profiles.png").stat().st_size > 1000
-    cli = forked_cli.run([sys.executable, "-m", "suite.diagnose", "pattern=rope_in_swa", "pattern.window=4",
+    cli = forked_cli.run([sys.executable, "-m", "suite.commands.diagnose", "pattern=rope_in_swa", "pattern.window=4",
                           "task=niah_single", f"results_dir={tmp_path}"], capture_output=True, text=True,
                          cwd=Path(__file__).parent.parent)
     assert cli.returncode == 0 and "recency gap f(1) - f(16) at init" in cli.stdout and "masked" in cli.stdout

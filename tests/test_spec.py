@@ -4,7 +4,7 @@ Mutation checks: in suite/config/build.py resolve_layers, an empty ``clash`` lis
 test_a_pattern_and_a_span_group_that_disagree_on_a_window_are_refused fail; in build, skipping the
 ``_unfit`` check at train.seq_len makes test_a_task_that_cannot_fill_the_training_length_is_refused fail;
 LayerSpec.span_size guessing getattr(span_cfg, "window"/"chunk") instead of asking the span class makes
-test_a_layer_takes_its_span_kind_and_size_from_the_span_class fail; in suite/describe.py layer_table,
+test_a_layer_takes_its_span_kind_and_size_from_the_span_class fail; in suite/commands/describe.py layer_table,
 putting every size under "window" makes test_layer_table_matches_spec fail, and layer_kind printing
 "w=" for every sized span makes test_a_layer_kind_names_its_span_size_as_a_window_or_a_chunk fail;
 in _checked_layers, keeping layer.position_cfg instead of calling the scheme's check, or dropping the
@@ -22,7 +22,7 @@ import pytest
 
 from tests import forked_cli
 from suite.config.compose import CONF_DIR, compose_config
-from suite.describe import layer_kind, layer_table
+from suite.commands.describe import layer_kind, layer_table
 from suite.model.position import SCHEMES, PositionConfig
 from suite.model.span import SPANS, Span, SpanConfig
 from suite.config.build import SpecError, build
@@ -175,7 +175,7 @@ def test_run_id_is_a_stable_hash_of_the_resolved_spec():
 
 
 def test_inspect_json_lists_every_layer():
-    out = forked_cli.run([sys.executable, "-m", "suite.describe", "pattern=command_a", "model.n_layers=8", "--json"],
+    out = forked_cli.run([sys.executable, "-m", "suite.commands.describe", "pattern=command_a", "model.n_layers=8", "--json"],
                          capture_output=True, text=True, check=True, cwd=Path(__file__).parent.parent)
     rows = json.loads(out.stdout)
     assert [r["layer"] for r in rows] == list(range(8))
@@ -186,10 +186,10 @@ def test_inspect_json_lists_every_layer():
 
 def test_inspect_table_and_bad_input_exit_code():
     cwd = Path(__file__).parent.parent
-    ok = forked_cli.run([sys.executable, "-m", "suite.describe", "pattern=llama4"], capture_output=True, text=True, cwd=cwd)
+    ok = forked_cli.run([sys.executable, "-m", "suite.commands.describe", "pattern=llama4"], capture_output=True, text=True, cwd=cwd)
     assert ok.returncode == 0 and "yes" in ok.stdout
     assert re.search(r"0  rope +chunked +c=16  no", ok.stdout) and "w=16" not in ok.stdout
-    bad = forked_cli.run([sys.executable, "-m", "suite.describe", "position=fourier"], capture_output=True, text=True, cwd=cwd)
+    bad = forked_cli.run([sys.executable, "-m", "suite.commands.describe", "position=fourier"], capture_output=True, text=True, cwd=cwd)
     assert bad.returncode == 2 and "fourier" in bad.stderr and "alibi" in bad.stderr
 
 

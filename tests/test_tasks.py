@@ -1,4 +1,4 @@
-"""Properties every task must have, the task sets, shared eval sets and ``tasks.show``.
+"""Properties every task must have, the task sets, shared eval sets and ``suite.commands.show``.
 
 Mutation check: in suite/evaluation/evalsets.py eval_set_hash, dropping "seed" from the hashed key makes
 test_eval_sets_are_cached_by_hash_and_identical_to_fresh_generation fail."""
@@ -124,13 +124,13 @@ def test_a_damaged_eval_set_cache_file_is_reported_and_regenerated(tmp_path, dam
 
 
 def test_show_prints_json_with_answers():
-    out = forked_cli.run([sys.executable, "-m", "tasks.show", "mqar", "--length", "48", "--seed", "2", "--json"],
+    out = forked_cli.run([sys.executable, "-m", "suite.commands.show", "mqar", "--length", "48", "--seed", "2", "--json"],
                          capture_output=True, text=True, check=True, cwd=ROOT)
     d = json.loads(out.stdout)
     assert set(d) == {"tokens", "text", "answer_spans", "answers", "meta"}
     assert len(d["tokens"]) == 48 and encode(d["text"]) == d["tokens"]
     assert d["answers"] == [decode(d["tokens"][s:e]) for s, e in d["answer_spans"]]
-    text = forked_cli.run([sys.executable, "-m", "tasks.show", "copy", "--length", "10"], capture_output=True,
+    text = forked_cli.run([sys.executable, "-m", "suite.commands.show", "copy", "--length", "10"], capture_output=True,
                           text=True, check=True, cwd=ROOT).stdout
     assert "[" in text and "]" in text
 

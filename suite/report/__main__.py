@@ -8,14 +8,13 @@ each configuration of each source in cells of its own, labelled by the source.
 """
 from __future__ import annotations
 
-import argparse
 import sys
-import warnings
 from pathlib import Path
 
 import pandas as pd
 
 from suite import files
+from suite.commandline import parser, warnings_on_stderr
 
 from suite.results import store
 from suite.results.metrics import METRICS
@@ -23,7 +22,7 @@ from suite.report import render, tables
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m suite.report") -> int:
-    p = argparse.ArgumentParser(prog=prog, description="Build a sweep's leaderboard.")
+    p = parser(prog, "Build a sweep's leaderboard.")
     p.add_argument("sweep", help="sweep name: reads <results>/<sweep>/, writes <out>/<sweep>/")
     p.add_argument("--results", default="results")
     p.add_argument("--from", dest="source", default="auto", choices=["auto", "results", "published"],
@@ -45,8 +44,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report") ->
     if (problem := files.sweep_name_problem(args.sweep)) is not None:  # it names a folder under --out too
         p.exit(2, f"{p.prog}: error: sweep {problem}\n")
     folder, published = Path(args.results) / args.sweep, store.shipped_path(args.sweep, args.published)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with warnings_on_stderr():
         df = store.load(folder) if args.source != "published" and folder.is_dir() else store.load_empty()
         source = folder
         if df.empty and args.source != "results" and store.is_shipped(published):
@@ -56,8 +54,6 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report") ->
             if not Path(extra).exists():
                 p.exit(2, f"{p.prog}: error: --beside {extra}: no such folder or file\n")
             beside.append(store.load(extra).assign(source=str(extra)))
-    for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
     if df.empty:
         where = folder if args.source == "results" else f"{folder} or {published}"
         print(f"no results under {where}", file=sys.stderr)

@@ -6,15 +6,14 @@ code digest (so a board built by older code matches), else by ``config_hash``. W
 source holds no results or no configuration is in two sources."""
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import sys
-import warnings
 from pathlib import Path
 
 import pandas as pd
 
+from suite.commandline import parser, warnings_on_stderr
 from suite.report.styles import style_map
 
 KEY = ["config", "task", "eval_len"]
@@ -87,7 +86,7 @@ def plot(table: pd.DataFrame, sources: list[str]) -> bytes:
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m suite.report.compare") -> int:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0].split(": ", 1)[-1])
+    p = parser(prog, __doc__)
     p.add_argument("sources", nargs="+", help="results folders (results/<sweep>) or published/<sweep>.jsonl.gz files")
     p.add_argument("--out", default="reports/compare", help="where compare.csv and compare.png go (default: reports/compare)")
     p.add_argument("--metric", default=None, help="score every task by this metric (default: each task's headline metric)")
@@ -97,16 +96,13 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report.comp
     from suite.results import store
 
     frames = {}
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with warnings_on_stderr():
         for source in args.sources:
             df = store.load(source) if Path(source).exists() else store.load_empty()
             if df.empty:
                 print(f"no results under {source}", file=sys.stderr)
                 return 1
             frames[source] = df
-    for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
     table = compare_table(frames, args.metric)
     if table.empty:
         print(f"no configuration is in all of {', '.join(args.sources)} (cells match by config_hash)", file=sys.stderr)

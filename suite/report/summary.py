@@ -4,12 +4,12 @@ labelled as the report labels it, task and eval length, on each task's headline 
 mean over seeds, its 95 % interval and the number of seeds. Exits 1 when there is nothing to show."""
 from __future__ import annotations
 
-import argparse
 import sys
-import warnings
 from pathlib import Path
 
 import pandas as pd
+
+from suite.commandline import parser, warnings_on_stderr
 
 
 def summary_table(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
@@ -21,7 +21,7 @@ def summary_table(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m suite.report.summary") -> int:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    p = parser(prog, __doc__)
     p.add_argument("folder", help="a sweep's results folder (results/<sweep>) or a published/<sweep>.jsonl.gz")
     p.add_argument("--metric", default=None, help="score every task by this metric (default: each task's headline metric)")
     args = p.parse_args(argv)
@@ -30,11 +30,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report.summ
     if not Path(args.folder).exists():
         print(f"no results folder or file {args.folder}", file=sys.stderr)
         return 1
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with warnings_on_stderr():
         df = store.load(args.folder)
-    for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
     table = summary_table(df, args.metric) if not df.empty else pd.DataFrame()
     if table.empty:
         print(f"no results under {args.folder}", file=sys.stderr)

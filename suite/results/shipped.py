@@ -1,6 +1,9 @@
-"""Pack a sweep's result rows into the file shipped in the repository, ``published/<sweep>.jsonl.gz``,
-and unpack them again. The file's format is the store's (``suite.results.store``: ``encode_shipped``,
-``read_shipped``); this module imports the store, never the reverse.
+"""``python -m suite.results.shipped pack|unpack|check <sweep> [--results results] [--published published]``:
+pack a sweep's result rows into the file shipped in the repository, ``published/<sweep>.jsonl.gz``,
+unpack them into ``results/<sweep>/`` (to resume a sweep), or check a shipped file.
+
+The file's format is the store's (``suite.results.store``: ``encode_shipped``, ``read_shipped``);
+this module imports the store, never the reverse.
 
 - ``pack``: a sweep folder's valid runs (those ``store.load`` reads) into one shipped file.
 - ``unpack``: a shipped file back into run files under ``results/<sweep>/``, so a sweep started
@@ -8,18 +11,16 @@ and unpack them again. The file's format is the store's (``suite.results.store``
   file already there is kept, never overwritten.
 - ``store.load`` reads a shipped file as it reads a folder, and ``python -m suite.report`` falls
   back to the shipped rows when ``results/<sweep>/`` holds none.
-
-``python -m suite.results.shipped pack|unpack|check <sweep> [--results results] [--published published]``.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import warnings
 from pathlib import Path
 
 import suite.files as files
+from suite.commandline import Refused, command, parser, warnings_on_stderr
 from suite.results.store import PUBLISHED, encode_shipped, is_shipped, payloads, shipped_path
 
 MAX_BYTES = 5 * 2**20  # a shipped file stays small enough to live in git
@@ -60,10 +61,9 @@ def unpack(path: str | Path, results_dir: str | Path, sweep: str) -> tuple[int, 
     return written, kept
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m suite.results.shipped",
-                                description="Pack a sweep's results into published/<sweep>.jsonl.gz, unpack "
-                                            "them into results/<sweep>/ (to resume a sweep), or check a shipped file.")
+@command
+def main(argv: list[str] | None = None, prog: str = "python -m suite.results.shipped") -> int:
+    p = parser(prog, __doc__)
     p.add_argument("action", choices=["pack", "unpack", "check"])
     p.add_argument("sweep", help="sweep name: results/<sweep>/ <-> published/<sweep>.jsonl.gz")
     p.add_argument("--results", default="results", help="the results folder (default: results)")
@@ -72,15 +72,13 @@ def main(argv: list[str] | None = None) -> int:
     if (problem := files.sweep_name_problem(args.sweep)) is not None:
         p.exit(2, f"{p.prog}: error: sweep {problem}\n")
     shipped, folder = shipped_path(args.sweep, args.published), files.sweep_dir(args.results, args.sweep)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with warnings_on_stderr() as caught:
         try:
             if args.action == "pack":
                 n = pack(folder, shipped)
                 print(f"packed {n} runs of {folder} into {shipped} ({shipped.stat().st_size / 1024:.0f} KiB)")
             elif not is_shipped(shipped):
-                print(f"no shipped file {shipped}", file=sys.stderr)
-                return 1
+                raise Refused(f"no shipped file {shipped}", 1)
             elif args.action == "unpack":
                 written, kept = unpack(shipped, args.results, args.sweep)
                 print(f"unpacked {shipped} into {folder}: {written} runs written, {kept} already there")
@@ -88,10 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                 n = len(payloads(shipped))
                 print(f"{shipped}: {n} runs")
         except ValueError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 1
-    for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
+            raise Refused(f"error: {err}", 1) from None
     return 1 if args.action == "check" and caught else 0
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from suite.commandline import parser
 from suite.files import result_path, write_json_atomic
 from suite.results.metrics import METRICS
 
@@ -304,12 +305,9 @@ def summary(df: pd.DataFrame, metric: str = "exact_match") -> pd.DataFrame:
 def main(argv: list[str] | None = None) -> int:
     """``python -m suite.results.store [folder]``: exact match by scheme and eval length; exits 1
     when the folder holds no results."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m suite.results.store",
-                                     description="Print exact match by scheme and eval length for a results folder.")
-    parser.add_argument("folder", nargs="?", default="results", help="a sweep folder or a whole results folder")
-    folder = parser.parse_args(argv).folder
+    p = parser("python -m suite.results.store", "Print exact match by scheme and eval length for a results folder.")
+    p.add_argument("folder", nargs="?", default="results", help="a sweep folder or a whole results folder")
+    folder = p.parse_args(argv).folder
     if not Path(folder).is_dir():
         print(f"no results folder {folder}", file=sys.stderr)
         return 1

@@ -1,17 +1,17 @@
-"""``python -m tasks.show <task> --length N --seed S [--json] [key=value ...]``: one example.
+"""``python -m suite.commands.show <task> --length N --seed S [--json] [key=value ...]``: one example.
 
 Prints the example as text with each answer span in [brackets], or as JSON with the keys
 tokens, text, answer_spans, answers and meta. Extra ``key=value`` arguments set task parameters.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
 import numpy as np
 import yaml
 
+from suite.commandline import Refused, command, parser as command_parser
 from tasks import TASKS, build_task
 from tasks.base import VOCAB
 
@@ -34,8 +34,9 @@ def marked_text(example) -> str:
     return " ".join(words)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tasks.show", description=__doc__.splitlines()[0])
+@command
+def main(argv: list[str] | None = None, prog: str = "python -m suite.commands.show") -> int:
+    parser = command_parser(prog, __doc__)
     parser.add_argument("task", help=f"one of: {', '.join(sorted(TASKS))}")
     parser.add_argument("--length", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
@@ -48,8 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         task = build_task(args.task, **_parse_params(args.params))
         ex = task.generate(np.random.default_rng(args.seed), args.length)
     except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        raise Refused(f"error: {err}") from None
     if args.json:
         print(json.dumps({"tokens": [int(t) for t in ex.tokens], "text": ex.text,
                           "answer_spans": [list(s) for s in ex.answer_spans], "answers": ex.answers,

@@ -1,4 +1,4 @@
-"""``python -m suite.describe <overrides> [--json]``: print the per-layer table a config builds.
+"""``python -m suite.commands.describe <overrides> [--json]``: print the per-layer table a config builds.
 
 One row per layer: position scheme (with log-length temperature if on), span, and its size as
 the span class declares it (suite/model/span/base.py): ``w=16`` for a sliding window, ``c=16`` for a
@@ -8,17 +8,12 @@ before training.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
-from hydra.errors import HydraException
-
-from suite.config.compose import compose_config
+from suite.commandline import command
+from suite.commands.configured import configured, overrides_parser
 from suite.model.span import KINDS
-from suite.config.build import SpecError
-from suite.config.preflight import preflight
-from suite.config.resources import ResourceError
 
 
 def layer_kind(layer) -> str:
@@ -35,22 +30,14 @@ def layer_table(spec) -> list[dict]:
     ]
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m suite.describe") -> int:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0].split(": ", 1)[-1])
-    parser.add_argument("overrides", nargs="*", help="Hydra overrides, as for python -m suite.run (pattern=rnope)")
+@command
+def main(argv: list[str] | None = None, prog: str = "python -m suite.commands.describe") -> int:
+    parser = overrides_parser(prog, __doc__)
     parser.add_argument("--json", action="store_true", help="print the layer rows as JSON")
     args = parser.parse_intermixed_args(argv)
-    as_json, overrides = args.json, args.overrides
-    try:
-        spec, _ = preflight(compose_config(overrides), here=False)  # a config for another machine describes too
-    except (SpecError, HydraException) as err:
-        print(f"bad configuration: {err}", file=sys.stderr)
-        return 2
-    except ResourceError as err:
-        print(f"cannot check here: {err}", file=sys.stderr)
-        return 2
+    _, spec = configured(args.overrides, "check")  # a config for another machine describes too
     rows = layer_table(spec)
-    if as_json:
+    if args.json:
         print(json.dumps(rows))
         return 0
     m = spec.model

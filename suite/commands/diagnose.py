@@ -1,4 +1,4 @@
-"""``python -m suite.diagnose <overrides> [--stored]``: recency gaps per layer of a model.
+"""``python -m suite.commands.diagnose <overrides> [--stored]``: recency gaps per layer of a model.
 
 Builds the model a config describes, freshly initialized with its seed (or, with ``--stored``,
 the trained weights of that run from ``results/<sweep>/_work/<run_id>/model.pt``), runs the
@@ -7,48 +7,34 @@ recency gap f(1) - f(L) of the hidden states at each site and of the attention l
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from collections import defaultdict
 
 import torch
-from hydra.errors import HydraException
 
 from suite import files
-from suite.config.compose import compose_config
-from suite.describe import layer_kind
+from suite.commandline import Refused, command
+from suite.commands.configured import configured, overrides_parser
+from suite.commands.describe import layer_kind
 from suite.evaluation.diagnostics import SITES, diagnostic_examples, diagnostic_rows
 from suite.model.lm import PosBenchLM
 from suite.results.identity import run_id
 from suite.evaluation.slices import parse_slice
-from suite.config.build import SpecError
-from suite.config.preflight import preflight
-from suite.config.resources import ResourceError
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m suite.diagnose") -> int:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0].split(": ", 1)[-1])
-    parser.add_argument("overrides", nargs="*", help="Hydra overrides, as for python -m suite.run (pattern=rnope)")
+@command
+def main(argv: list[str] | None = None, prog: str = "python -m suite.commands.diagnose") -> int:
+    parser = overrides_parser(prog, __doc__)
     parser.add_argument("--stored", action="store_true", help="use the trained weights of the run (results/<sweep>/_work/<run_id>/model.pt)")
     args = parser.parse_intermixed_args(argv)
-    stored, overrides = args.stored, args.overrides
-    try:
-        cfg = compose_config(overrides)
-        spec, _ = preflight(cfg, here=False)  # it runs on the CPU whatever the run's device
-    except (SpecError, HydraException) as err:
-        print(f"bad configuration: {err}", file=sys.stderr)
-        return 2
-    except ResourceError as err:
-        print(f"cannot run here: {err}", file=sys.stderr)
-        return 2
+    cfg, spec = configured(args.overrides, "run")  # it runs on the CPU whatever the run's device
     torch.manual_seed(spec.seed)
     model = PosBenchLM(spec.model)
     stage = "init"
-    if stored:
+    if args.stored:
         path = files.work_dir(cfg.results_dir, spec.sweep, run_id(spec)) / "model.pt"
         if not path.exists():
-            print(f"no stored model at {path}: run it first (python -m suite.run {' '.join(overrides)})", file=sys.stderr)
-            return 1
+            raise Refused(f"no stored model at {path}: run it first (python -m suite.run {' '.join(args.overrides)})", 1)
         model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
         stage = "trained"
     tasks = [(t, t.build()) for t in spec.tasks]

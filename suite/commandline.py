@@ -1,0 +1,65 @@
+"""What every command does before and around its own work, written once.
+
+- ``parser``: its argument parser, named ``prog`` (``posbench <command>`` under the console
+  script, ``python -m <module>`` otherwise) and described by the first paragraph of the
+  module's docstring, less the usage line before its ``: ``.
+- ``warnings_on_stderr``: warnings raised while a command reads (the store's skipped files,
+  duplicate runs) are collected and printed on stderr as ``warning: ...``, one line each.
+- ``command`` and ``Refused``: a command stops by raising ``Refused(message, code)``; the
+  decorated ``main`` prints the message on stderr and returns the code (2: bad input, 1: nothing
+  to do), so ``posbench <command>`` and ``python -m <module>`` exit alike.
+
+Standard library only, so a command of any stage can use it.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import sys
+import warnings
+from typing import Callable, Iterator
+
+
+class Refused(Exception):
+    """A command's refusal: ``message`` goes to stderr and ``code`` is its exit status."""
+
+    def __init__(self, message: str, code: int = 2):
+        super().__init__(message)
+        self.code = code
+
+
+def command(main: Callable[..., int | None]) -> Callable[..., int]:
+    """``main`` that turns a ``Refused`` raised inside into its message on stderr and its exit code."""
+
+    @functools.wraps(main)
+    def wrapped(*args, **kwargs) -> int:
+        try:
+            return int(main(*args, **kwargs) or 0)
+        except Refused as refusal:
+            print(refusal, file=sys.stderr)
+            return refusal.code
+
+    return wrapped
+
+
+def description(doc: str) -> str:
+    """The first paragraph of a command module's docstring, less its usage line before ``: ``."""
+    return " ".join(doc.strip().split("\n\n")[0].split()).split(": ", 1)[-1]
+
+
+def parser(prog: str, doc: str, **kwargs) -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(prog=prog, description=description(doc), **kwargs)
+
+
+@contextlib.contextmanager
+def warnings_on_stderr() -> Iterator[list[warnings.WarningMessage]]:
+    """Collect every warning raised in the block (the list it yields), then print each on stderr,
+    also when the block ends a command early."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield caught
+        finally:
+            for w in caught:
+                print(f"warning: {w.message}", file=sys.stderr)
