@@ -1,5 +1,5 @@
 """The ``posbench`` command: one entry point for the suite's tools, each subcommand the module's own
-``main`` (the ``python -m`` forms do the same).
+``main(argv, prog)`` (the ``python -m`` forms do the same).
 
     posbench run <overrides>          train and evaluate (suite.run, Hydra: --help, --cfg, -m, --shell-completion)
     posbench report <sweep>           build reports/<sweep>/ (suite.report)
@@ -15,7 +15,6 @@ Tab completion of ``run``: ``eval "$(posbench run -sc install=bash)"``.
 from __future__ import annotations
 
 import importlib
-import inspect
 import os
 import re
 import sys
@@ -70,9 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if command == "run":
         return _run(rest)
-    main_of = importlib.import_module(COMMANDS[command][0]).main
-    named = "prog" in inspect.signature(main_of).parameters  # suite.lmeval names itself
-    return int((main_of(rest, prog=f"posbench {command}") if named else main_of(rest)) or 0)
+    return int(importlib.import_module(COMMANDS[command][0]).main(rest, prog=f"posbench {command}") or 0)
 
 
 if __name__ == "__main__":

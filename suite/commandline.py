@@ -2,7 +2,7 @@
 
 - ``parser``: its argument parser, named ``prog`` (``posbench <command>`` under the console
   script, ``python -m <module>`` otherwise) and described by the first paragraph of the
-  module's docstring, less the usage line before its ``: ``.
+  module's docstring, less the usage line before its ``: `` (or by the whole docstring).
 - ``warnings_on_stderr``: warnings raised while a command reads (the store's skipped files,
   duplicate runs) are collected and printed on stderr as ``warning: ...``, one line each.
 - ``command`` and ``Refused``: a command stops by raising ``Refused(message, code)``; the
@@ -48,8 +48,12 @@ def description(doc: str) -> str:
     return " ".join(doc.strip().split("\n\n")[0].split()).split(": ", 1)[-1]
 
 
-def parser(prog: str, doc: str, **kwargs) -> argparse.ArgumentParser:
-    return argparse.ArgumentParser(prog=prog, description=description(doc), **kwargs)
+def parser(prog: str, doc: str, whole_doc: bool = False) -> argparse.ArgumentParser:
+    """A command's parser, described by ``description(doc)``, or by all of ``doc`` as written
+    (``whole_doc``: a command whose help is its usage examples)."""
+    if whole_doc:
+        return argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    return argparse.ArgumentParser(prog=prog, description=description(doc))
 
 
 @contextlib.contextmanager

@@ -7,11 +7,12 @@ import os
 import subprocess
 import sys
 import tomllib
+import warnings
 from pathlib import Path
 
 import pytest
 
-from suite import cli
+from suite import cli, commandline
 
 ROOT = Path(__file__).resolve().parent.parent
 ARGPARSE = ["report", "summary", "describe", "diagnose", "show", "lmeval", "compare"]
@@ -28,9 +29,7 @@ def test_every_subcommand_has_help(command, capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main([command, "--help"])
     out = capsys.readouterr().out
-    assert exit_.value.code == 0 and out.startswith("usage: ") and "-h, --help" in out
-    if command != "lmeval":  # it names itself python -m suite.lmeval
-        assert out.startswith(f"usage: posbench {command} ")
+    assert exit_.value.code == 0 and out.startswith(f"usage: posbench {command} ") and "-h, --help" in out
 
 
 def test_no_command_or_an_unknown_one_exits_2_naming_the_choices(capsys):
@@ -81,3 +80,38 @@ def test_run_completes_hydra_overrides_through_the_console_script():
 def test_run_help_is_hydras():
     out = subprocess.run([_posbench(), "run", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "Powered by Hydra" in out.stdout and "position: " in out.stdout
+
+
+def test_a_refused_command_prints_its_warnings_and_reason_and_returns_its_code(capsys):
+    """``suite.commandline``: a command that refuses returns the refusal's code, with the warnings
+    it collected and then its reason on stderr.
+    Mutation check: printing the collected warnings after the block instead of in ``finally``
+    (so a refusal drops them) makes this fail; ``command`` returning 2 for every refusal makes it fail."""
+
+    @commandline.command
+    def main(argv=None, prog="x"):
+        with commandline.warnings_on_stderr():
+            warnings.warn("skipping results file a.json: truncated")
+            raise commandline.Refused("no results under here", 1)
+
+    assert main() == 1
+    assert capsys.readouterr().err == "warning: skipping results file a.json: truncated\nno results under here\n"
+
+
+def test_describe_and_diagnose_refuse_a_bad_config_alike(capsys):
+    """Both compose their overrides through ``suite.commands.configured``: exit 2 and the reason."""
+    assert cli.main(["describe", "position=nosuch"]) == 2
+    assert cli.main(["diagnose", "position=nosuch"]) == 2
+    err = capsys.readouterr().err
+    first, second = err[: len(err) // 2], err[len(err) // 2:]
+    assert first == second and first.startswith("bad configuration: ") and "'position/nosuch'" in first and "\trope\n" in first
+
+
+def test_every_command_builds_its_parser_and_reads_warnings_through_the_shared_preamble():
+    """The command-line preamble is written once (``suite/commandline.py``): no other module of
+    suite/ or tasks/ builds an ``ArgumentParser`` or records warnings itself.
+    Mutation check: ``argparse.ArgumentParser(prog=prog, ...)`` back in suite/commands/describe.py makes this fail."""
+    own = [str(path.relative_to(ROOT)) for folder in ("suite", "tasks") for path in sorted((ROOT / folder).rglob("*.py"))
+           if path != ROOT / "suite" / "commandline.py"
+           and ("ArgumentParser(" in path.read_text() or "catch_warnings(record=True)" in path.read_text())]
+    assert own == []

@@ -10,7 +10,6 @@ skipped, so the command ends in bounded time on any GPU.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from suite.commandline import parser
 from suite.data.batch import make_batch
 from suite.config.compose import CONF_DIR, compose_config
 from suite.model.lm import PosBenchLM
@@ -118,7 +118,7 @@ def sweep_plan(sweep: str = "gpu", peak_tflops: float = 989.0, mfu: float = 0.4)
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m suite.bench.gpu")
+    p = parser("python -m suite.bench.gpu", __doc__)
     p.add_argument("--out", default="reports/perf-gpu")
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--only", default="", help="scheme:span:path,... to time instead of every configuration")

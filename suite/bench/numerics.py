@@ -14,7 +14,6 @@ the difference two such machines show without pins.
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -27,6 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from suite.commandline import parser
 from suite.files import write_atomic
 from suite.pins import SWITCH
 
@@ -83,7 +83,7 @@ def measure(steps: int, repeats: int) -> tuple[pd.DataFrame, bool]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m suite.bench.numerics", description=__doc__.split("\n\n")[0])
+    p = parser("python -m suite.bench.numerics", __doc__)
     p.add_argument("--steps", type=int, default=600)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--out", default="reports/perf")

@@ -13,7 +13,6 @@ Writes ``reports/perf/bench.csv`` and ``reports/perf/index.md``:
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -25,6 +24,7 @@ from typing import Optional
 import pandas as pd
 import torch
 
+from suite.commandline import parser
 from suite.model.attention import Context
 from suite.bench.step import hf_llama, optimizer_rows, sweep_level_rows, sweep_step_rows
 from suite.config.compose import compose_config
@@ -330,7 +330,7 @@ def targets(df: pd.DataFrame, sweep: Optional[tuple]) -> list[str]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m suite.bench.perf")
+    p = parser("python -m suite.bench.perf", __doc__)
     p.add_argument("--out", default="reports/perf")
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--batch", type=int, default=8)

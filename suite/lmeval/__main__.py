@@ -20,11 +20,11 @@ numeric order (``suite.lmeval.order``). Every other argument is lm-eval's (``lm-
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import sys
 
+from suite.commandline import parser
 from suite.lmeval.order import length_order
 
 # torch, lm-eval, datasets and the task registry are imported where they are used, so --help
@@ -118,12 +118,11 @@ def include_args(rest: list[str]) -> list[str]:
     return ["--include_path", str(include_dir()), *rest]
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m suite.lmeval", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--run", help="a run's result JSON, its _work/<run_id> folder, or a run id under --results_dir")
-    parser.add_argument("--results_dir", default="results", help="where run ids are looked up (default: results)")
-    args, rest = parser.parse_known_args(argv)
+def main(argv: list[str] | None = None, prog: str = "python -m suite.lmeval") -> None:
+    p = parser(prog, __doc__, whole_doc=True)
+    p.add_argument("--run", help="a run's result JSON, its _work/<run_id> folder, or a run id under --results_dir")
+    p.add_argument("--results_dir", default="results", help="where run ids are looked up (default: results)")
+    args, rest = p.parse_known_args(argv)
     from suite.lmeval.model import load_run  # registers the posbench model with lm-eval
     from suite.lmeval.yamls import include_dir
 
@@ -132,11 +131,11 @@ def main(argv: list[str] | None = None) -> None:
         if args.run:
             load_run(args.run, args.results_dir)  # missing or damaged weights are named before lm-eval starts
     except ValueError as err:
-        parser.error(f"--run {args.run}: {err}" if args.run and str(args.run) not in str(err) else str(err))
+        p.error(f"--run {args.run}: {err}" if args.run and str(args.run) not in str(err) else str(err))
     unknown = unknown_posbench_tasks(lm_args)
     if unknown:
         known = sorted(path.stem for path in include_dir().glob("posbench_*.yaml"))
-        parser.error(f"--tasks: unknown PosBench task(s) {', '.join(unknown)}; valid: {', '.join(known)}")
+        p.error(f"--tasks: unknown PosBench task(s) {', '.join(unknown)}; valid: {', '.join(known)}")
     from lm_eval.__main__ import cli_evaluate
 
     argv_before, sys.argv = sys.argv, ["lm-eval", "run", *lm_args]

@@ -10,7 +10,6 @@ installed (Debian: ``apt-get install chromium``).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import sys
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from suite.commandline import parser
 from suite.report.styles import clashes
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -73,8 +73,7 @@ def check_page(page, html: Path, screenshot: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m suite.report.check", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = parser("python -m suite.report.check", __doc__, whole_doc=True)
     p.add_argument("reports", nargs="+", type=Path, help="report folders holding index.html")
     p.add_argument("--screenshots", type=Path, default=Path("outputs/report-check"),
                    help="where the first-screen screenshots go (default: outputs/report-check)")
