@@ -74,7 +74,7 @@ def decode_greedy(model: PosBenchLM, jobs: list[Generation], batch_size: int, ma
 @torch.no_grad()
 def _decode_batch(model: PosBenchLM, active: list[Generation], window, cached: bool, done) -> None:
     """Greedy decoding of jobs whose token lists have one length."""
-    device = model.head.weight.device
+    device = next(model.parameters()).device
 
     def restart(rows: list[Generation]):
         batch = torch.tensor([window(job.tokens) for job in rows], device=device)
