@@ -11,10 +11,10 @@ from __future__ import annotations
 import torch
 
 from suite.model.attention import BLOCK
-from suite.model.cache import KVCache, length_invariant
+from suite.model.cache import KVCache
 from suite.model.lm import PosBenchLM
 
-__all__ = ["KVCache", "extend", "length_invariant", "prefill"]
+__all__ = ["extend", "prefill"]
 
 
 @torch.no_grad()

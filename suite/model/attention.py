@@ -42,9 +42,9 @@ from suite.model.span import Span
 class Context:
     """Per-forward state shared by all layers: positions and masks/biases built once.
 
-    ``pos_k``: the key positions when they are more than the queries', the cached ones first (a
-    KV cache's forward, ``KVCache.context``); only the reference path takes such a (Tq, Tk) mask.
-    None: the keys are the queries, at ``pos``."""
+    ``pos_k``: the key positions when they are more than the queries', the cached ones first
+    (``PosBenchLM.forward`` with a KV cache); only the reference path takes such a (Tq, Tk) mask,
+    the fused ones assume as many keys as queries. None: the keys are the queries, at ``pos``."""
 
     pos: torch.Tensor  # (Tq,) positions of the tokens this forward computes
     impl: str = "auto"
