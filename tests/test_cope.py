@@ -14,8 +14,7 @@ In suite/model/attention.py: calling ``logit_term`` before the ``masked_fill`` i
 test_masked_keys_have_no_gate_and_add_nothing_to_the_count; dropping ``scheme.logit_term`` from
 Attention._attend's reference call: test_a_cope_layer_in_a_pattern_records_logits_with_its_term;
 the ``needs_logits`` routing made ``if False``: tests/test_attention.py
-test_every_path_equals_the_reference[cope-full]. Dropping ``scheme.logit_term`` from
-suite/lmeval/kv_cache.py extend: tests/test_lmeval_kv_cache.py test_cached_logits_are_the_forwards[cope full]."""
+test_every_path_equals_the_reference[cope-full]. (KV-cache decoding runs that same reference call.)"""
 import math
 
 import pytest

@@ -2,8 +2,12 @@
 scheme and span: same logits at every step, same greedy tokens as decoding by recomputing the
 forward over the whole sequence at each step (the decoding it replaces).
 
-Mutation check: in suite/lmeval/kv_cache.py extend, the new tokens' positions pos_all[start:] -> pos_all[:Tn]
-(counted from 0 at every step) makes test_cached_logits_are_the_forwards fail; in
+Decoding is the model's own forward with a cache (suite/model/cache.py), so these tests hold the
+cached path of suite/model/lm.py and suite/model/attention.py to the uncached one.
+
+Mutation check: in suite/model/lm.py PosBenchLM.forward, the new tokens' positions
+pos_k[cache.length :] -> pos_k[:T] (counted from 0 at every step) makes
+test_cached_logits_are_the_forwards fail; in
 suite/model/position/rope.py RoPE._rotation, rotating keys at other positions than the queries by the
 frequencies before p-RoPE's zeroing makes both cached tests fail for "rope drop_low yarn 2"; in
 suite/model/position/xpos.py, centering positions on half the sequence (x-transformers) instead of
@@ -14,7 +18,8 @@ import pytest
 import torch
 
 from suite.lmeval.generation import Generation, decode_greedy
-from suite.lmeval.kv_cache import extend, length_invariant, prefill
+from suite.lmeval.kv_cache import extend, prefill
+from suite.model.cache import length_invariant
 from suite.model.lm import PosBenchLM
 from suite.model.position import SCHEMES as POSITION_SCHEMES
 from tasks.base import EOS_ID, VOCAB
@@ -138,7 +143,13 @@ def test_decoding_runs_the_full_forward_only_when_the_hooks_move(case, recompute
     model = model_of(CASES[case])
     calls = []
     forward = model.forward
-    monkeypatch.setattr(model, "forward", lambda tokens, *a: calls.append(tokens.shape) or forward(tokens, *a))
+
+    def counted(tokens, *args, cache=None):  # counts the forwards without a cache
+        if cache is None:
+            calls.append(tokens.shape)
+        return forward(tokens, *args, cache=cache)
+
+    monkeypatch.setattr(model, "forward", counted)
     job = Generation(torch.randint(3, 300, (12,), generator=torch.Generator().manual_seed(5)).tolist(), 20, [])
     decode_greedy(model, [job], batch_size=1)
     assert len(calls) == (len(job.generated) if recomputes else 0)

@@ -1,5 +1,5 @@
 """Greedy generation for the ``posbench`` lm-eval model: batches of equal-length contexts decoded
-with a key/value cache (``suite.lmeval.kv_cache``).
+with a key/value cache (``suite.lmeval.kv_cache``: the model's own forward with a ``KVCache``).
 
 Contexts of the same length are decoded together, so every row of a batch sits at the same
 positions and the position hooks see one position tensor. A row leaves the batch (and the
@@ -10,7 +10,7 @@ Two cases recompute the whole forward instead of extending the cache, each exact
 decoding with the model's own forward would compute: a sequence that outgrows the model's
 ``max_length`` (learned positions) is cut to its last ``max_length`` tokens at each step, so its
 positions move; and a model whose position hooks change with the sequence length
-(``kv_cache.length_invariant``: RoPE with dynamic eval-time scaling past its training length)
+(``suite.model.cache.length_invariant``: RoPE with dynamic eval-time scaling past its training length)
 changes the hidden states of every earlier token as the sequence grows.
 """
 from __future__ import annotations
@@ -21,7 +21,8 @@ from typing import Callable
 
 import torch
 
-from suite.lmeval.kv_cache import extend, length_invariant, prefill
+from suite.lmeval.kv_cache import extend, prefill
+from suite.model.cache import length_invariant
 from suite.model.lm import PosBenchLM
 from tasks.base import EOS_ID, decode
 
@@ -74,7 +75,7 @@ def decode_greedy(model: PosBenchLM, jobs: list[Generation], batch_size: int, ma
 @torch.no_grad()
 def _decode_batch(model: PosBenchLM, active: list[Generation], window, cached: bool, done) -> None:
     """Greedy decoding of jobs whose token lists have one length."""
-    device = model.head.weight.device
+    device = next(model.parameters()).device
 
     def restart(rows: list[Generation]):
         batch = torch.tensor([window(job.tokens) for job in rows], device=device)

@@ -15,6 +15,11 @@ input) reaches every path as a score bias separable into a query and a key term
 (``signal_bias``), or the scheme computes the layer's attention itself (``own_attention``).
 
 All paths compute the same function; ``tests/test_attention.py`` holds them to the reference.
+
+Decoding passes a layer's KV cache (``suite.model.cache``): the layer appends its new keys and
+values (and, for a data-dependent scheme, its input) and attends from the new tokens to every
+cached one, on the reference path, with the same hooks the full forward calls. Without a cache
+the forward is unchanged.
 """
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from suite.model.cache import LayerCache
 from suite.model.init import init_normal_
 from suite.model.position import PositionScheme
 from suite.model.position.base import at_least_float32
@@ -34,18 +40,32 @@ from suite.model.span import Span
 
 @dataclass
 class Context:
-    """Per-forward state shared by all layers: positions and masks/biases built once."""
+    """Per-forward state shared by all layers: positions and masks/biases built once.
 
-    pos: torch.Tensor  # (T,) token positions
+    ``pos_k``: the key positions when they are more than the queries', the cached ones first
+    (``PosBenchLM.forward`` with a KV cache); only the reference path takes such a (Tq, Tk) mask,
+    the fused ones assume as many keys as queries. None: the keys are the queries, at ``pos``."""
+
+    pos: torch.Tensor  # (Tq,) positions of the tokens this forward computes
     impl: str = "auto"
     want_logits: bool = False
     logits: list = field(default_factory=list)
-    cache: dict = field(default_factory=dict)
+    built: dict = field(default_factory=dict)
+    pos_k: Optional[torch.Tensor] = None  # (Tk,) key positions, or None: ``pos``
+
+    def __post_init__(self):
+        if self.pos_k is not None and self.impl != "reference":
+            raise ValueError(f"attention over cached keys runs on the reference path; got impl={self.impl!r}")
+
+    @property
+    def key_pos(self) -> torch.Tensor:
+        """(Tk,) the key positions: ``pos_k``, or the queries' ``pos`` itself."""
+        return self.pos if self.pos_k is None else self.pos_k
 
     def cached(self, key, build: Callable):
-        if key not in self.cache:
-            self.cache[key] = build()
-        return self.cache[key]
+        if key not in self.built:
+            self.built[key] = build()
+        return self.built[key]
 
 
 def reference_attention(q, k, v, bias: Optional[torch.Tensor], allowed: torch.Tensor,
@@ -198,27 +218,35 @@ class Attention(nn.Module):
         init_normal_(self.out.weight, residual_layers=n_layers)
         self.signal = signal  # this layer's module of a data-dependent scheme (PositionScheme.signal), or None
 
-    def forward(self, x, scheme: PositionScheme, span: Span, ctx: Context):
+    def forward(self, x, scheme: PositionScheme, span: Span, ctx: Context, cache: Optional[LayerCache] = None):
+        """x (B, T, C) -> (B, T, C). With this layer's ``cache`` (decoding), x holds the tokens
+        after the cached ones; they join the cache, and attend to it and to themselves."""
         B, T, C = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, C // self.n_heads).permute(2, 0, 3, 1, 4)  # (B, H, T, D)
-        signal = None if self.signal is None else self.signal(x)  # (B, H, T, S)
-        pos = ctx.pos
-        q, k = scheme.qk(q, k, pos, pos)
-        temp = scheme.temperature(pos)
+        if cache is not None:
+            k, v = cache.append(k, v)  # (B, H, Tk, D): every position so far, keys before the scheme's qk
+            if self.signal is not None:
+                x = cache.append_input(x)  # (B, Tk, C): a token's signal may read the tokens before it
+        signal = None if self.signal is None else self.signal(x)  # (B, H, Tk, S)
+        pos_q, pos_k = ctx.pos, ctx.key_pos
+        q, k = scheme.qk(q, k, pos_q, pos_k)
+        temp = scheme.temperature(pos_q)
         if temp is not None:
             q = q * temp.to(q.dtype)
-        out = self._attend(q, k, v, scheme, span, ctx, signal)
+        out = self._attend(q, k, v, scheme, span, ctx, signal)  # (B, H, T, D)
         return self.out(out.transpose(1, 2).reshape(B, T, C))
 
     def _attend(self, q, k, v, scheme, span, ctx, signal=None):
-        pos = ctx.pos
+        pos, pos_k = ctx.pos, ctx.key_pos  # (Tq,), (Tk,): the same tensor unless a cache holds earlier keys
         if scheme.own_attention:  # weights that are no softmax of q·k plus a bias: no fused kernel has them
-            allowed = ctx.cached(("allowed", span.name, span.cfg), lambda: span.allowed(pos, pos))
+            allowed = ctx.cached(("allowed", span.name, span.cfg), lambda: span.allowed(pos, pos_k))
             out, logits = scheme.attend(q, k, v, signal, allowed)
             if ctx.want_logits:
                 ctx.logits.append(logits.detach())
             return out
-        terms = None if signal is None else scheme.signal_bias(signal)  # (a, b), each (B, H, T), or None
+        terms = None if signal is None else scheme.signal_bias(signal)  # (a, b), each (B, H, Tk), or None
+        if terms is not None and ctx.pos_k is not None:  # cached keys: the queries' rows are the last Tq
+            terms = (terms[0][..., -q.shape[-2]:], terms[1])
         impl = choose_impl(ctx.impl, q.device)
         if scheme.needs_logits and impl in ("sdpa", "flex"):  # its term reads logits no fused kernel has
             impl = "reference"
@@ -227,13 +255,13 @@ class Attention(nn.Module):
         if impl == "sdpa" and not ctx.want_logits and span.reach is not None and q.shape[-2] > 2 * BLOCK:
             return blockwise_attention(q, k, v, scheme, span, pos, terms=terms)  # never builds a T x T tensor
         mask_key = ("mask", id(scheme), span.name, span.cfg, q.dtype)
-        if impl == "sdpa" and not ctx.want_logits and mask_key in ctx.cache:
-            return sdpa(q, k, v, terms, attn_mask=ctx.cache[mask_key])
+        if impl == "sdpa" and not ctx.want_logits and mask_key in ctx.built:
+            return sdpa(q, k, v, terms, attn_mask=ctx.built[mask_key])
         bias_key = ("bias", id(scheme))
-        bias = ctx.cached(bias_key, lambda: scheme.bias(pos, pos))  # (H, T, T) or None
+        bias = ctx.cached(bias_key, lambda: scheme.bias(pos, pos_k))  # (H, Tq, Tk) or None
         learned_bias = bias is not None and bias.requires_grad
         if impl == "reference" or ctx.want_logits or (impl == "sdpa" and learned_bias):
-            allowed = ctx.cached(("allowed", span.name, span.cfg), lambda: span.allowed(pos, pos))
+            allowed = ctx.cached(("allowed", span.name, span.cfg), lambda: span.allowed(pos, pos_k))
             out, logits = reference_attention(q, k, v, with_terms(bias, terms), allowed, scheme.logit_term)
             if ctx.want_logits:
                 ctx.logits.append(logits.detach())
@@ -243,7 +271,7 @@ class Attention(nn.Module):
                 return sdpa(q, k, v, terms, is_causal=True)
             # A fixed bias becomes the mask in place (one H x T x T tensor, not two); a layer
             # with another span rebuilds the bias it needs.
-            ctx.cache.pop(bias_key)
+            ctx.built.pop(bias_key)
             mask = ctx.cached(mask_key, lambda: float_mask(bias, span.allowed(pos, pos), q.dtype, inplace=True))
             return sdpa(q, k, v, terms, attn_mask=mask)
         raise ValueError(f"unknown attention implementation {impl!r}; valid: auto, reference, sdpa, flex")

@@ -7,6 +7,9 @@ schemes act once on the embeddings, relative ones inside every layer's attention
 data-dependent scheme (FoX's forget gates, PaTH's transforms) also gives each of its layers a
 module of its own, which that layer's attention calls on the layer's input.
 The model never reads config: it receives a ``ModelSpec``.
+
+Decoding runs this same forward with a ``KVCache`` (``suite.model.cache``): the tokens are the
+positions after the cached ones, and every layer attends to its cached keys as well.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from suite.model.attention import Attention, Context
+from suite.model.cache import KVCache, LayerCache
 from suite.model.init import init_normal_
 from suite.model.position import SCHEMES, Dims, PositionScheme
 from suite.model.span import SPANS
@@ -55,8 +59,8 @@ class Block(nn.Module):
         self.mlp_norm = RMSNorm(spec.d_model, spec.norm_eps)
         self.mlp = SwiGLU(spec.d_model, spec.d_ff, spec.n_layers)
 
-    def forward(self, x, scheme: PositionScheme, ctx: Context):
-        x = x + self.attn(self.attn_norm(x), scheme, self.span, ctx)
+    def forward(self, x, scheme: PositionScheme, ctx: Context, cache: LayerCache | None = None):
+        x = x + self.attn(self.attn_norm(x), scheme, self.span, ctx, cache)  # (B, T, C)
         return x + self.mlp(self.mlp_norm(x))
 
 
@@ -84,16 +88,23 @@ class PosBenchLM(nn.Module):
         limits = [m for s in self.schemes if (m := s.max_length()) is not None]
         return min(limits) if limits else None
 
-    def forward(self, tokens: torch.Tensor, ctx: Context | None = None) -> torch.Tensor:
-        """tokens (B, T) -> logits (B, T, vocab)."""
+    def forward(self, tokens: torch.Tensor, ctx: Context | None = None, cache: KVCache | None = None) -> torch.Tensor:
+        """tokens (B, T) -> logits (B, T, vocab). With a ``cache`` (decoding), ``tokens`` are the T
+        positions after the cached ones; they join the cache, and the logits are those the forward
+        over the cached tokens followed by ``tokens`` gives at their positions."""
         T = tokens.shape[1]
-        if ctx is None:
+        if cache is not None:
+            if ctx is not None:
+                raise ValueError("a forward with a KV cache builds its own context (the cached key positions)")
+            pos_k = torch.arange(cache.length + T, device=tokens.device)  # (Tk,) cached positions, then the new
+            ctx = Context(pos=pos_k[cache.length :], pos_k=pos_k, impl="reference")
+        elif ctx is None:
             ctx = Context(pos=torch.arange(T, device=tokens.device), impl=self.spec.attention)
         x = self.embed(tokens)  # (B, T, C)
         for scheme in self.schemes:
             x = scheme.embed(x, ctx.pos)
-        for block in self.blocks:
-            x = block(x, self.schemes[block.scheme_index], ctx)
+        for i, block in enumerate(self.blocks):
+            x = block(x, self.schemes[block.scheme_index], ctx, None if cache is None else cache.layers[i])
         return self.head(self.norm(x))
 
     @torch.no_grad()
