@@ -12,6 +12,17 @@ them to it). Ranges and choices sit in each field's metadata; ``range_errors`` c
 
 Position schemes, spans and tasks keep their options in their own ``Config`` dataclasses (one
 file per piece); ``suite.config.build`` converts their YAML values to those types the same way.
+
+A scheme's defaults live only in its ``Config`` dataclass. ``register`` stores each scheme's
+defaults in the ConfigStore as ``scheme_defaults/<name>`` (``scheme_node``), and
+``conf/position/<name>.yaml`` starts from that node (``defaults: [/scheme_defaults/<name>@_here_,
+_self_]``) and states only its ``name`` and what differs. The alternative, defaults only in the
+YAMLs, would leave a scheme built in code (a pattern's layer kind naming another scheme, a
+stored spec rebuilt, a test) with no defaults, so the dataclass is the home. The node (not a
+YAML that restates it) is what keeps the composed config whole: ``--cfg job`` prints every
+option, tab completion offers it, and ``position.theta=...`` needs no ``+`` (Hydra refuses a key
+the composed group lacks). The node is untyped, so a wrong value is still reported by
+``suite.config.build`` with the scheme's own rule. ``tests/test_schema.py`` holds the YAMLs to it.
 """
 from __future__ import annotations
 
@@ -25,6 +36,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from suite.config.spec import EvalSpec, TrainSpec
+from suite.model.position import SCHEMES
 from suite.model.spec import ModelSpec
 from suite.options import REQUIRED, is_option, option, range_errors
 from tasks import TASKS
@@ -34,7 +46,7 @@ WANDB_MODES = ("offline", "online", "disabled")
 WANDB_FOLDER = "wandb"  # W&B always names its folder so: its ``dir`` argument is the folder above
 
 __all__ = ["PosBenchConf", "ModelConf", "TrainConf", "EvalConf", "LoggerConf", "PatternConf", "TasksetConf",
-           "GROUPS", "register", "range_errors", "conf_of"]
+           "GROUPS", "SCHEME_DEFAULTS", "register", "range_errors", "conf_of", "scheme_node"]
 
 
 def conf_of(spec: type, name: str) -> type:
@@ -116,14 +128,28 @@ class PosBenchConf:
     jobs: int = option(2, ge=1, doc="runs at once under launcher=local (its hydra.launcher.n_jobs)")
 
 
+SCHEME_DEFAULTS = "scheme_defaults"  # the ConfigStore group of every scheme's defaults
+
+
+def scheme_node(config_cls: type) -> dict:
+    """A scheme's options with its ``Config`` dataclass's defaults, after a ``name`` its YAML sets."""
+    defaults = {f.name: f.default for f in dataclasses.fields(config_cls)}
+    if any(v is dataclasses.MISSING for v in defaults.values()):
+        raise TypeError(f"{config_cls.__name__}: every scheme option needs a default")
+    return {"name": MISSING, **{k: list(v) if isinstance(v, tuple) else v for k, v in defaults.items()}}
+
+
 GROUPS = {"model": ModelConf, "train": TrainConf, "eval": EvalConf, "logger": LoggerConf,
           "pattern": PatternConf, "taskset": TasksetConf}
 
 
 def register() -> None:
-    """Put the schema in Hydra's ConfigStore and the ``${posbench.tasks:}`` resolver (every
+    """Put the schema and each scheme's defaults in Hydra's ConfigStore and the ``${posbench.tasks:}`` resolver (every
     registered task, as ``conf/taskset/all.yaml`` lists them) in OmegaConf (idempotent)."""
-    ConfigStore.instance().store(name="posbench_schema", node=PosBenchConf)
+    store = ConfigStore.instance()
+    store.store(name="posbench_schema", node=PosBenchConf)
+    for name, cls in SCHEMES.items():
+        store.store(group=SCHEME_DEFAULTS, name=name, node=scheme_node(cls.Config))
     OmegaConf.register_new_resolver("posbench.tasks", lambda: sorted(TASKS), replace=True)
 
 
