@@ -6,6 +6,9 @@ default) to conf/train/gpu.yaml makes test_group_yamls_set_only_what_differs_fro
 the scheme tests name their own.
 """
 import dataclasses
+import re
+import typing
+from typing import Optional
 
 import pytest
 from hydra.errors import HydraException
@@ -100,6 +103,30 @@ def test_every_scheme_option_composes_with_its_dataclass_default_and_takes_an_ov
     assert OmegaConf.to_container(cfg.position) == {"name": name, **defaults}
     assert list(cfg.position)[0] == "name"
     assert compose_config([f"position={name}", "position.log_scale_base=77"]).position.log_scale_base == 77
+
+
+def test_a_pattern_sizes_its_span_layers_with_the_spans_own_options():
+    """The pattern group's size options are the spans' ``Config`` fields (``window`` of swa,
+    ``chunk`` of chunked), with their types, each unset by default; a new span's option becomes a
+    pattern option with no edit here, and the schema declares none by hand.
+
+    Mutation check: declaring ``window: Optional[int] = option(None, ge=1)`` in a hand-written
+    PatternConf again makes this fail."""
+    @dataclasses.dataclass(frozen=True)
+    class StrideConfig:
+        stride: Optional[int] = None
+
+    class Strided:
+        Config = StrideConfig
+
+    own = {k: t for cls in SPANS.values() for k, t in typing.get_type_hints(cls.Config).items()}
+    sizes = {f.name: f for f in dataclasses.fields(schema.PatternConf) if f.name not in ("name", "layers")}
+    assert set(sizes) == set(own) == {"window", "chunk"}
+    assert all(sizes[k].default is None and sizes[k].type == Optional[own[k]] for k in own)
+    assert "stride" in {f.name for f in dataclasses.fields(schema.pattern_conf({**SPANS, "strided": Strided}))}
+    source = (CONF_DIR.parent / "suite" / "config" / "schema.py").read_text()
+    assert not re.search(r"^\s+(window|chunk)\s*:", source, re.MULTILINE)
+    assert compose_config(["pattern=command_a", "pattern.window=8"]).pattern.window == 8
 
 
 def test_the_composed_config_carries_the_schema_defaults():

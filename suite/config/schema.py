@@ -37,6 +37,7 @@ from omegaconf import MISSING, OmegaConf
 
 from suite.config.spec import EvalSpec, TrainSpec
 from suite.model.position import SCHEMES
+from suite.model.span import SPANS
 from suite.model.spec import ModelSpec
 from suite.options import REQUIRED, is_option, option, range_errors
 from tasks import TASKS
@@ -91,12 +92,25 @@ class LayerKind:
     log_scale: Optional[bool] = None
 
 
-@dataclass
-class PatternConf:
-    name: str = option(MISSING)
-    layers: List[LayerKind] = field(default_factory=lambda: [LayerKind()])
-    window: Optional[int] = option(None, ge=1, doc="window of the pattern's swa layers")
-    chunk: Optional[int] = option(None, ge=1, doc="chunk of the pattern's chunked layers")
+def pattern_conf(spans: dict[str, type]) -> type:
+    """The ``pattern`` group: its name, its layer kinds, and each option of a span's ``Config``
+    (``window`` of ``swa``, ``chunk`` of ``chunked``), with the span's own type and rules and
+    default None, which sizes the pattern's layers of that span. The spans own those options;
+    the pattern only passes them on (``suite.config.build.resolve_layers``)."""
+    sizes: dict[str, tuple] = {}
+    for span_name, cls in sorted(spans.items()):
+        hints = typing.get_type_hints(cls.Config)
+        for f in dataclasses.fields(cls.Config):
+            doc = f"{f.name} of the pattern's {span_name} layers"
+            sizes.setdefault(f.name, (f.name, Optional[hints[f.name]],
+                                      field(default=None, metadata={**option(None).metadata, **f.metadata, "doc": doc})))
+    fields = [("name", str, option(MISSING)), ("layers", List[LayerKind], field(default_factory=lambda: [LayerKind()])),
+              *sizes.values()]
+    return dataclasses.make_dataclass("PatternConf", fields, namespace={
+        "__doc__": "A layer pattern: layer kinds tiled over the depth, and the sizes of its span layers.", "__module__": __name__})
+
+
+PatternConf = pattern_conf(SPANS)
 
 
 @dataclass
