@@ -8,7 +8,9 @@ test_a_layer_takes_its_span_kind_and_size_from_the_span_class fail; in suite/des
 putting every size under "window" makes test_layer_table_matches_spec fail, and layer_kind printing
 "w=" for every sized span makes test_a_layer_kind_names_its_span_size_as_a_window_or_a_chunk fail;
 in _checked_layers, keeping layer.position_cfg instead of calling the scheme's check, or dropping the
-"layer {i}: " prefix from its error, makes test_build_passes_every_layer_through_its_schemes_check fail.
+"layer {i}: " prefix from its error, makes test_build_passes_every_layer_through_its_schemes_check fail;
+not calling _check_pattern_sizes in resolve_layers makes the pattern.window=0 and pattern.chunk=0 cases of
+test_bad_configuration_names_the_value fail (a pattern size is checked by its span's own rule).
 """
 import dataclasses
 import json
@@ -136,6 +138,8 @@ def test_unknown_scheme_in_a_pattern_lists_the_valid_ones():
 @pytest.mark.parametrize("overrides,message", [
     (["span=swa", "span.window=0"], "window=0"),
     (["span=chunked", "span.chunk=-3"], "chunk=-3"),
+    (["pattern.window=0"], r"^pattern.window=0: swa window=0: must be a positive number of keys"),  # no swa layer: still checked
+    (["pattern=llama4", "pattern.chunk=0"], r"^pattern.chunk=0: chunked chunk=0"),
     (["model.n_heads=5"], r"n_heads=5 does not divide model.d_model=64"),
     (["eval.multiples=[0.5,1]"], r"eval.multiples\[0\]=0.5: must be >= 1"),
     (["position=learned", "position.max_positions=16"], "max_positions=16 is shorter than train.seq_len"),

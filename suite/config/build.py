@@ -107,6 +107,18 @@ def run_spec_from_dict(d: dict) -> RunSpec:
                    tasks=tasks, eval=EvalSpec(**_fields_from_dict(EvalSpec, d["eval"], "eval")), **top)
 
 
+def _check_pattern_sizes(pattern: dict) -> None:
+    """Each span option the pattern sets (``pattern.window``) passes the span's own check, even
+    when the pattern has no layer of that span."""
+    for s_name, s_cls in sorted(SPANS.items()):
+        for f in dataclasses.fields(s_cls.Config):
+            if pattern.get(f.name) is not None:
+                try:
+                    s_cls.Config(**{f.name: pattern[f.name]})
+                except ValueError as err:
+                    raise SpecError(f"pattern.{f.name}={pattern[f.name]}: {err}") from None
+
+
 def resolve_layers(position: dict, span: dict, pattern: dict, n_layers: int) -> tuple[LayerSpec, ...]:
     """Tile the pattern's layer kinds over the depth.
 
@@ -114,6 +126,7 @@ def resolve_layers(position: dict, span: dict, pattern: dict, n_layers: int) -> 
     from the ``position`` and ``span`` groups. A named scheme or span takes the group's
     parameters when the names match, else its defaults, with the pattern's ``window``/``chunk``.
     """
+    _check_pattern_sizes(pattern)
     position, span = dict(position), dict(span)
     pos_name, span_name = position.pop("name"), span.pop("name")
     kinds = pattern.get("layers") or [{}]
