@@ -40,12 +40,21 @@ def subclasses_of(base: type) -> Callable[[type], bool]:
     return lambda cls: issubclass(cls, base) and cls is not base
 
 
+def check_keys(given: Iterable[str], valid: Iterable[str], what: str = "", prefix: str = "", where: str = "",
+               error: type[Exception] = ValueError) -> None:
+    """The one unknown-key check: raise ``error`` naming every key of ``given`` not in ``valid``
+    and every valid key, each written ``prefix + key`` (``prefix="train."``: the full key);
+    ``what`` says whose keys they are, ``where`` where they were given."""
+    valid = sorted(valid)
+    unknown = sorted(set(given) - set(valid))
+    if unknown:
+        raise error(f"unknown {what + ' ' if what else ''}key(s) {[prefix + k for k in unknown]}{where}; "
+                    f"valid: {', '.join(prefix + k for k in valid) or 'none'}")
+
+
 def build_config(kind: str, name: str, config_cls: type, params: dict):
     """Build a frozen config dataclass; an unknown key fails with the valid keys."""
-    valid = {f.name for f in dataclasses.fields(config_cls)}
-    unknown = sorted(set(params) - valid)
-    if unknown:
-        raise ValueError(f"unknown {kind} parameter(s) {unknown} for {name!r}; valid: {sorted(valid)}")
+    check_keys(params, (f.name for f in dataclasses.fields(config_cls)), kind, where=f" for {name!r}")
     return config_cls(**params)
 
 

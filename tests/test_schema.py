@@ -2,9 +2,13 @@
 
 Mutation checks: in suite/config/schema.py TrainConf.steps, ge=1 -> ge=0 makes
 test_every_range_is_checked_before_training[train.steps=0] fail; adding `lr: 1.0e-3` (the schema's
-default) to conf/train/gpu.yaml makes test_group_yamls_set_only_what_differs_from_the_schema[train] fail.
+default) to conf/train/gpu.yaml makes test_group_yamls_set_only_what_differs_from_the_schema[train] fail;
+the scheme tests name their own.
 """
 import dataclasses
+import re
+import typing
+from typing import Optional
 
 import pytest
 from hydra.errors import HydraException
@@ -54,9 +58,9 @@ def test_top_level_yaml_restates_no_default():
     assert top == {}, f"conf/config.yaml sets {sorted(top)}; their defaults live in suite/config/schema.py"
 
 
-@pytest.mark.parametrize("group,catalogue", [("position", SCHEMES), ("span", SPANS), ("task", TASKS)])
+@pytest.mark.parametrize("group,catalogue", [("span", SPANS), ("task", TASKS)])
 def test_piece_yamls_hold_their_dataclass_defaults(group, catalogue):
-    """A scheme, span or task YAML lists its options for the reader: each value it states is the
+    """A span or task YAML lists its options for the reader: each value it states is the
     piece's own default, except a span's size, which the dataclass leaves unset (required)."""
     for name, cls in catalogue.items():
         data = _yaml(CONF_DIR / group / f"{name}.yaml")
@@ -67,6 +71,62 @@ def test_piece_yamls_hold_their_dataclass_defaults(group, catalogue):
             if defaults[key] is None and group == "span":
                 continue
             assert value == defaults[key], f"{group}/{name}.yaml: {key}={value!r}, the class says {defaults[key]!r}"
+
+
+def test_scheme_yamls_state_no_default():
+    """A scheme's defaults live only in its ``Config`` dataclass: ``conf/position/<name>.yaml``
+    starts from the scheme's node (``/scheme_defaults/<name>``) and states its name and only
+    values that differ from the dataclass.
+
+    Mutation checks: adding ``log_scale: false`` (or ``theta: 10000.0`` to rope.yaml) makes this
+    fail; so does a YAML that starts from another scheme's node."""
+    files = sorted((CONF_DIR / "position").glob("*.yaml"))
+    assert {p.stem for p in files} == set(SCHEMES)
+    for path in files:
+        raw = OmegaConf.to_container(OmegaConf.load(path))
+        data = _yaml(path)
+        name = data.pop("name")
+        assert raw["defaults"] == [f"/{schema.SCHEME_DEFAULTS}/{name}@_here_", "_self_"], path
+        defaults = _defaults(SCHEMES[name].Config)
+        assert set(data) <= set(defaults), f"{path} has keys {name} lacks: {set(data) - set(defaults)}"
+        assert [k for k, v in data.items() if v == defaults[k]] == [], f"{path} restates defaults of {name}"
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMES))
+def test_every_scheme_option_composes_with_its_dataclass_default_and_takes_an_override(name):
+    """``position=<name>`` composes every option of the scheme with its dataclass default (what
+    ``--cfg job`` prints and tab completion offers), and each option takes a plain override,
+    with no ``+``. Mutation check: leaving the scheme_defaults loop out of schema.register makes
+    this fail."""
+    defaults = _defaults(SCHEMES[name].Config)
+    cfg = compose_config([f"position={name}"])
+    assert OmegaConf.to_container(cfg.position) == {"name": name, **defaults}
+    assert list(cfg.position)[0] == "name"
+    assert compose_config([f"position={name}", "position.log_scale_base=77"]).position.log_scale_base == 77
+
+
+def test_a_pattern_sizes_its_span_layers_with_the_spans_own_options():
+    """The pattern group's size options are the spans' ``Config`` fields (``window`` of swa,
+    ``chunk`` of chunked), with their types, each unset by default; a new span's option becomes a
+    pattern option with no edit here, and the schema declares none by hand.
+
+    Mutation check: declaring ``window: Optional[int] = option(None, ge=1)`` in a hand-written
+    PatternConf again makes this fail."""
+    @dataclasses.dataclass(frozen=True)
+    class StrideConfig:
+        stride: Optional[int] = None
+
+    class Strided:
+        Config = StrideConfig
+
+    own = {k: t for cls in SPANS.values() for k, t in typing.get_type_hints(cls.Config).items()}
+    sizes = {f.name: f for f in dataclasses.fields(schema.PatternConf) if f.name not in ("name", "layers")}
+    assert set(sizes) == set(own) == {"window", "chunk"}
+    assert all(sizes[k].default is None and sizes[k].type == Optional[own[k]] for k in own)
+    assert "stride" in {f.name for f in dataclasses.fields(schema.pattern_conf({**SPANS, "strided": Strided}))}
+    source = (CONF_DIR.parent / "suite" / "config" / "schema.py").read_text()
+    assert not re.search(r"^\s+(window|chunk)\s*:", source, re.MULTILINE)
+    assert compose_config(["pattern=command_a", "pattern.window=8"]).pattern.window == 8
 
 
 def test_the_composed_config_carries_the_schema_defaults():

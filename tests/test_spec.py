@@ -8,7 +8,9 @@ test_a_layer_takes_its_span_kind_and_size_from_the_span_class fail; in suite/com
 putting every size under "window" makes test_layer_table_matches_spec fail, and layer_kind printing
 "w=" for every sized span makes test_a_layer_kind_names_its_span_size_as_a_window_or_a_chunk fail;
 in _checked_layers, keeping layer.position_cfg instead of calling the scheme's check, or dropping the
-"layer {i}: " prefix from its error, makes test_build_passes_every_layer_through_its_schemes_check fail.
+"layer {i}: " prefix from its error, makes test_build_passes_every_layer_through_its_schemes_check fail;
+not calling _check_pattern_sizes in resolve_layers makes the pattern.window=0 and pattern.chunk=0 cases of
+test_bad_configuration_names_the_value fail (a pattern size is checked by its span's own rule).
 """
 import dataclasses
 import json
@@ -136,12 +138,14 @@ def test_unknown_scheme_in_a_pattern_lists_the_valid_ones():
 @pytest.mark.parametrize("overrides,message", [
     (["span=swa", "span.window=0"], "window=0"),
     (["span=chunked", "span.chunk=-3"], "chunk=-3"),
+    (["pattern.window=0"], r"^pattern.window=0: swa window=0: must be a positive number of keys"),  # no swa layer: still checked
+    (["pattern=llama4", "pattern.chunk=0"], r"^pattern.chunk=0: chunked chunk=0"),
     (["model.n_heads=5"], r"n_heads=5 does not divide model.d_model=64"),
     (["eval.multiples=[0.5,1]"], r"eval.multiples\[0\]=0.5: must be >= 1"),
     (["position=learned", "position.max_positions=16"], "max_positions=16 is shorter than train.seq_len"),
     (["span.name=dilated"], "unknown span 'dilated'; valid spans: chunked, full, swa"),
     (["position=rope", "position.layout=diagonal"], "layout 'diagonal'"),
-    (["+position.slope=2"], r"unknown key\(s\) \['position.slope'\]; valid: drop_low, factor, fraction"),
+    (["+position.slope=2"], r"unknown key\(s\) \['position.slope'\]; valid: position.drop_low, position.factor, position.fraction"),
     (["task.name=sorting"], "unknown task 'sorting'; valid tasks: "),
     (["model.attention=triton"], "unknown model.attention 'triton'"),
 ])
@@ -254,7 +258,7 @@ def test_a_stored_spec_rebuilds_the_run_spec_and_its_id(overrides):
     stored = json.loads(json.dumps(spec.to_dict()))
     rebuilt = run_spec_from_dict(stored)
     assert rebuilt == spec and rebuilt.run_id == spec.run_id
-    with pytest.raises(ValueError, match=r"unknown eval spec key\(s\) \['colour'\]; valid: \["):
+    with pytest.raises(ValueError, match=r"unknown eval spec key\(s\) \['colour'\]; valid: batch_size, "):
         run_spec_from_dict({**stored, "eval": {**stored["eval"], "colour": 1}})
 
 
@@ -267,3 +271,47 @@ def test_a_task_spec_is_its_yaml_with_overrides_typed_and_checked():
         task_spec("vt", {"hop": 2}, "mine")
     with pytest.raises(ValueError, match="unknown task 'vtt'; valid tasks: .*vt"):
         task_spec("vtt")
+
+
+def _unknown_key_error(case: str) -> Exception:
+    from suite.config.build import model_spec_from_dict, resolve_layers, run_spec_from_dict
+    from suite.registry import build_config
+
+    stored = make_spec().to_dict()
+    calls = {
+        "group": lambda: make_spec("+train.stpes=5"),
+        "top": lambda: make_spec("+colour=red"),
+        "piece": lambda: make_spec("+position.slope=2"),
+        "layer-kind": lambda: resolve_layers({"name": "nope"}, {"name": "full"}, {"name": "mine", "layers": [{"colour": 1}]}, 1),
+        "model-spec": lambda: model_spec_from_dict({**stored["model"], "colour": 1}),
+        "run-spec": lambda: run_spec_from_dict({**stored, "colour": 1}),
+        "config": lambda: build_config("span", "swa", SPANS["swa"].Config, {"colour": 1}),
+    }
+    with pytest.raises(ValueError) as err:
+        calls[case]()
+    return err.value
+
+
+@pytest.mark.parametrize("case,message", [
+    ("group", "unknown key(s) ['train.stpes']; valid: train.batch_size, train.betas, "),
+    ("top", "unknown key(s) ['colour']; valid: ckpt_every, eval, jobs, log_every, logger, model, "),
+    ("piece", "unknown key(s) ['position.slope']; valid: position.drop_low, position.factor, "),
+    ("layer-kind", "unknown layer-kind key(s) ['colour'] in pattern 'mine'; valid: log_scale, position, span"),
+    ("model-spec", "unknown model spec key(s) ['colour']; valid: attention, "),
+    ("run-spec", "unknown run spec key(s) ['colour']; valid: code, "),
+    ("config", "unknown span key(s) ['colour'] for 'swa'; valid: window"),
+])
+def test_every_unknown_key_is_refused_by_the_one_check_naming_the_key_and_the_valid_ones(case, message):
+    """Config groups, the top level, piece options, pattern layer kinds, stored specs and piece
+    configs all refuse an unknown key with one message, from ``suite.registry.check_keys``: the
+    bad key and every valid one, by full key where the key has a prefix.
+
+    Mutation checks: writing the check out again in build.py's model_spec_from_dict with its old
+    message (``unknown model spec key(s) ['colour']; valid: ['attention', ...]``) makes every case
+    fail (a second file writes the message); dropping ``prefix +`` before the valid keys in
+    check_keys makes the group and piece cases fail."""
+    assert message in str(_unknown_key_error(case))
+    root = Path(__file__).resolve().parent.parent
+    writers = sorted(p.relative_to(root).as_posix() for part in ("suite", "tasks") for p in (root / part).rglob("*.py")
+                     if "key(s)" in p.read_text())
+    assert writers == ["suite/registry.py"]

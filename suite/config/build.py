@@ -25,7 +25,7 @@ from suite.model.position import SCHEMES
 from suite.model.span import SPANS
 from suite.model.spec import LayerSpec, ModelSpec
 from suite.options import is_option
-from suite.registry import build_config, lookup
+from suite.registry import build_config, check_keys, lookup
 from tasks import TASKS, build_task
 from tasks.base import VOCAB_SIZE
 
@@ -56,9 +56,7 @@ def _error_line(err: Exception) -> str:
 def typed(config_cls: type, params: dict, prefix: str) -> dict:
     """``params`` converted to ``config_cls``'s field types by OmegaConf's rules, so ``5`` and
     ``5.0`` are one value of a float option; a wrong type or unknown key names ``prefix.key``."""
-    valid = [f.name for f in dataclasses.fields(config_cls)]
-    unknown = sorted(set(params) - set(valid))
-    _require(not unknown, f"unknown key(s) {[f'{prefix}.{k}' for k in unknown]}; valid: {', '.join(sorted(valid)) or 'none'}")
+    check_keys(params, (f.name for f in dataclasses.fields(config_cls)), prefix=f"{prefix}.", error=SpecError)
     node = OmegaConf.structured(config_cls)
     OmegaConf.set_readonly(node, False)
     for key, value in params.items():
@@ -86,10 +84,7 @@ def _frozen(value):
 
 def model_spec_from_dict(d: dict) -> ModelSpec:
     """The ``ModelSpec`` stored as ``RunSpec.to_dict()["model"]``; unknown keys fail naming the valid ones."""
-    valid = {f.name for f in dataclasses.fields(ModelSpec)}
-    unknown = sorted(set(d) - valid)
-    if unknown:
-        raise ValueError(f"unknown model spec key(s) {unknown}; valid: {sorted(valid)}")
+    check_keys(d, (f.name for f in dataclasses.fields(ModelSpec)), "model spec")
     layers = tuple(
         LayerSpec(layer["position"], _scheme_config(layer["position"], {k: _frozen(v) for k, v in layer["position_cfg"].items()}),
                   layer["span"], _span_config(layer["span"], {k: _frozen(v) for k, v in layer["span_cfg"].items()}))
@@ -99,10 +94,7 @@ def model_spec_from_dict(d: dict) -> ModelSpec:
 
 
 def _fields_from_dict(cls: type, d: dict, key: str) -> dict:
-    valid = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(d) - valid)
-    if unknown:
-        raise ValueError(f"unknown {key} spec key(s) {unknown}; valid: {sorted(valid)}")
+    check_keys(d, (f.name for f in dataclasses.fields(cls)), f"{key} spec")
     return {k: _frozen(v) for k, v in d.items()}
 
 
@@ -115,6 +107,18 @@ def run_spec_from_dict(d: dict) -> RunSpec:
                    tasks=tasks, eval=EvalSpec(**_fields_from_dict(EvalSpec, d["eval"], "eval")), **top)
 
 
+def _check_pattern_sizes(pattern: dict) -> None:
+    """Each span option the pattern sets (``pattern.window``) passes the span's own check, even
+    when the pattern has no layer of that span."""
+    for s_name, s_cls in sorted(SPANS.items()):
+        for f in dataclasses.fields(s_cls.Config):
+            if pattern.get(f.name) is not None:
+                try:
+                    s_cls.Config(**{f.name: pattern[f.name]})
+                except ValueError as err:
+                    raise SpecError(f"pattern.{f.name}={pattern[f.name]}: {err}") from None
+
+
 def resolve_layers(position: dict, span: dict, pattern: dict, n_layers: int) -> tuple[LayerSpec, ...]:
     """Tile the pattern's layer kinds over the depth.
 
@@ -122,6 +126,7 @@ def resolve_layers(position: dict, span: dict, pattern: dict, n_layers: int) -> 
     from the ``position`` and ``span`` groups. A named scheme or span takes the group's
     parameters when the names match, else its defaults, with the pattern's ``window``/``chunk``.
     """
+    _check_pattern_sizes(pattern)
     position, span = dict(position), dict(span)
     pos_name, span_name = position.pop("name"), span.pop("name")
     kinds = pattern.get("layers") or [{}]
@@ -129,8 +134,8 @@ def resolve_layers(position: dict, span: dict, pattern: dict, n_layers: int) -> 
     layers = []
     for i in range(n_layers):
         kind = dict(kinds[i % len(kinds)] or {})
-        unknown = sorted(set(kind) - {"position", "span", "log_scale"})
-        _require(not unknown, f"unknown layer-kind key(s) {unknown} in pattern {pattern.get('name')!r}; valid: log_scale, position, span")
+        check_keys(kind, (f.name for f in dataclasses.fields(schema.LayerKind)), "layer-kind",
+                   where=f" in pattern {pattern.get('name')!r}", error=SpecError)
         p_name = kind.get("position") or pos_name
         p_params = dict(position) if p_name == pos_name else {}
         if kind.get("log_scale") is not None:
@@ -231,11 +236,11 @@ def _unknown_keys(cfg: DictConfig) -> list[str]:
     errors = []
     for prefix, node, cls in [("", cfg, schema.PosBenchConf),
                               *((f"{g}.", cfg.get(g), c) for g, c in schema.GROUPS.items())]:
-        if not isinstance(node, DictConfig):
-            continue
-        valid = [f.name for f in dataclasses.fields(cls)]
-        errors += [f"{prefix}{key}: unknown key; valid: {', '.join(prefix + v for v in valid)}"
-                   for key in node.keys() if key not in valid]
+        if isinstance(node, DictConfig):
+            try:
+                check_keys(node.keys(), (f.name for f in dataclasses.fields(cls)), prefix=prefix)
+            except ValueError as err:
+                errors.append(str(err))
     return errors
 
 

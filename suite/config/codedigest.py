@@ -1,22 +1,26 @@
 """The digest of the code that computes a run's numbers, part of every run id.
 
-A run's digest covers three sets of files:
+The files it covers are derived, never listed: every project module the entry point
+``suite.run`` reaches through its ``import`` and ``from ... import`` statements (read with
+``ast``, without importing anything: imports inside functions, relative imports and the
+``__init__`` of every package on the way count), followed to the end, less ``EXCLUDED``.
 
-* the numeric core (``CORE``): model, attention, initialization, the frozen specs (whose
-  declared defaults the run id leaves out), batching, the training step and loop, evaluation,
-  eval sets and diagnostics;
-* the shared files of the piece packages (``PIECES``: position schemes, spans, tasks), that is
-  every module there that names no piece: ``base.py``, the registries, helpers;
-* the modules of the pieces the run uses (its schemes, the schemes they wrap, its spans and
-  tasks), with every module of those packages that they import, followed to the end.
+Position schemes, spans and tasks are found at run time (``suite.registry.discover``), not
+imported by name, so the closure holds their packages' shared files (``base.py``, the
+registries) and no piece. A run adds the modules of the pieces it uses (its schemes, the schemes
+they wrap, its spans and tasks) and what those import, followed the same way. So an edit to RoPE
+gives every RoPE run a new id and retrains it, and a number it could change is never read from
+an old file; a new scheme file, or an edit to ALiBi, leaves a NoPE run's id and its stored
+numbers as they are. A piece is a class that names itself with a class-level ``name = "..."``
+string, read from the source (no import), so reports can check a stored run against the
+checkout without loading torch.
 
-So an edit to RoPE gives every RoPE run a new id and retrains it, and a number it could change
-is never read from an old file; a new scheme file, or an edit to ALiBi, leaves a NoPE run's id
-and its stored numbers as they are. A piece is a class that names itself with a class-level
-``name = "..."`` string, read from the source (no import), so reports can check a stored run
-against the checkout without loading torch. Reports, logging, launch code and storage
-(``suite.training.checkpoint``, ``suite.evaluation.evalcache``: each restores exactly what was saved) are left out,
-so editing them keeps finished runs.
+``EXCLUDED`` names the modules and packages whose own bytes are left out, each with its reason:
+reports, lm-eval and the benchmarks (no run computes its numbers with them), W&B tracking and
+progress bars, launch code and the config reader (the spec it builds is hashed into the run id
+itself), and storage that restores exactly what was saved (checkpoints, the eval-set cache, the
+results store). What an excluded module imports is still followed, so leaving a wrapper out never
+leaves out the numeric code behind it; editing an excluded file keeps finished runs.
 """
 from __future__ import annotations
 
@@ -30,13 +34,87 @@ from typing import Iterable
 from suite.registry import package_modules
 
 ROOT = Path(__file__).resolve().parents[2]
-CORE = (
-    "suite/model/lm.py", "suite/model/attention.py", "suite/model/init.py", "suite/model/spec.py",
-    "suite/config/spec.py", "suite/data/batch.py", "suite/training/step.py", "suite/training/loop.py",
-    "suite/evaluation/evaluate.py", "suite/evaluation/evalsets.py", "suite/evaluation/diagnostics.py",
-    "suite/evaluation/slices.py",
-)
+ENTRY = "suite.run"  # the module a run starts from: ``python -m suite.run``
+_LAUNCH = "launch code: it starts a run and passes the spec on"
+_SPEC = "reads the config and builds the spec, which the run id hashes itself"
+_STORAGE = "storage that writes and restores exactly what a run computed"
+EXCLUDED: dict[str, str] = {  # dotted module or package -> why its bytes are not part of the digest
+    "suite.run": _LAUNCH,
+    "suite.config.build": _SPEC,
+    "suite.config.compose": _SPEC,
+    "suite.config.schema": _SPEC,
+    "suite.config.preflight": _LAUNCH,
+    "suite.config.resources": _LAUNCH,
+    "suite.config.codedigest": "computes the run id, not the run's numbers",
+    "suite.tracking": "W&B, a mirror of the stored results",
+    "suite.progress": "progress lines and bars",
+    "suite.files": _STORAGE,
+    "suite.training.checkpoint": _STORAGE,
+    "suite.evaluation.evalcache": _STORAGE,
+    "suite.results.store": _STORAGE,
+    "suite.report": "reads stored runs, computes none",
+    "suite.lmeval": "evaluates with lm-eval-harness, outside the run",
+    "suite.bench": "times and checks the code, outside the run",
+}
 PIECES = {"position": "suite/model/position", "span": "suite/model/span", "task": "tasks"}  # kind -> package folder
+
+
+def module_file(module: str, root: Path = ROOT) -> Path | None:
+    """The file of a dotted project module (``a/b.py`` or ``a/b/__init__.py`` under ``root``), or None."""
+    parts = module.split(".")
+    if not all(part.isidentifier() for part in parts):
+        return None
+    for candidate in (root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    """The dotted name of the module in ``path`` (a package's ``__init__.py``: the package)."""
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_files(path: Path, root: Path = ROOT) -> set[Path]:
+    """The project modules ``path`` imports anywhere in its source (inside functions too, relative
+    imports resolved), each with the ``__init__`` of every package on its way."""
+    own = module_name(path, root)
+    package = own if path.name == "__init__.py" else own.rpartition(".")[0]
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([node.module] if node.module else []))
+            names += [base] + [f"{base}.{alias.name}" for alias in node.names]  # a name may be a submodule
+    found = set()
+    for name in names:
+        parts = name.split(".")
+        found |= {f for f in (module_file(".".join(parts[:i]), root) for i in range(1, len(parts) + 1)) if f is not None}
+    return found
+
+
+def _closure(start: Iterable[Path], root: Path, within: tuple[str, ...] = ()) -> list[Path]:
+    """``start`` and every project module they import, followed to the end (only into the folders
+    ``within`` when given), in path order."""
+    files: set[Path] = set()
+    todo = list(start)
+    while todo:
+        path = todo.pop()
+        if path not in files:
+            files.add(path)
+            todo += [f for f in imported_files(path, root) if not within or any(f.is_relative_to(root / d) for d in within)]
+    return sorted(files, key=lambda f: f.relative_to(root).as_posix())
+
+
+def is_excluded(path: Path, root: Path = ROOT) -> bool:
+    """Whether ``path`` is, or lies in, a module or package that ``EXCLUDED`` names."""
+    name = module_name(path, root)
+    return any(name == x or name.startswith(x + ".") for x in EXCLUDED)
 
 
 def _piece_names(path: Path) -> list[str]:
@@ -54,34 +132,6 @@ def _piece_names(path: Path) -> list[str]:
     return names
 
 
-def _module_file(module: str, root: Path) -> Path | None:
-    """The file of a dotted module inside the piece packages, or None."""
-    parts = module.split(".")
-    for candidate in (root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py")):
-        if candidate.is_file() and any(candidate.is_relative_to(root / d) for d in PIECES.values()):
-            return candidate
-    return None
-
-
-def _imported_files(path: Path, root: Path) -> set[Path]:
-    """Modules of the piece packages that ``path`` imports (absolute or relative imports)."""
-    package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            modules = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                up = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(up + ([node.module] if node.module else []))
-            modules = [base] + [f"{base}.{alias.name}" for alias in node.names]
-        else:
-            continue
-        found |= {f for f in (_module_file(m, root) for m in modules) if f is not None}
-    return found
-
-
 @lru_cache(maxsize=None)
 def catalogue(root: Path = ROOT) -> tuple[dict[tuple[str, str], Path], tuple[Path, ...]]:
     """({(kind, name): module file} of every piece, the shared files of the piece packages)."""
@@ -95,18 +145,6 @@ def catalogue(root: Path = ROOT) -> tuple[dict[tuple[str, str], Path], tuple[Pat
     return pieces, tuple(shared)
 
 
-def _with_imports(start: list[Path], root: Path) -> list[Path]:
-    """``start`` and every module of the piece packages they import, followed to the end, in path order."""
-    files: set[Path] = set()
-    todo = list(start)
-    while todo:
-        path = todo.pop()
-        if path not in files:
-            files.add(path)
-            todo += _imported_files(path, root)
-    return sorted(files, key=lambda f: f.relative_to(root).as_posix())
-
-
 def _piece(pieces: dict, kind: str, name: str, root: Path) -> Path:
     if (kind, name) not in pieces:
         valid = sorted(n for k, n in pieces if k == kind)
@@ -115,11 +153,15 @@ def _piece(pieces: dict, kind: str, name: str, root: Path) -> Path:
 
 
 def numeric_files(root: Path = ROOT, **used: Iterable[str]) -> list[Path]:
-    """The files a run's numbers depend on, in a fixed order. ``used``: piece names by kind,
+    """The files a run's numbers depend on, in a fixed order: what ``ENTRY`` and the modules of the
+    pieces it uses import, followed to the end, less ``EXCLUDED``. ``used``: piece names by kind,
     ``position=("rope", "nope"), span=("swa",), task=("copy",)``."""
-    pieces, shared = catalogue(root)
+    pieces, _ = catalogue(root)
     chosen = [_piece(pieces, kind, name, root) for kind, names in used.items() for name in names]
-    return _with_imports([root / f for f in CORE] + list(shared) + chosen, root)
+    entry = module_file(ENTRY, root)
+    if entry is None:
+        raise FileNotFoundError(f"no entry point {ENTRY} under {root}")
+    return [f for f in _closure([entry, *chosen], root) if not is_excluded(f, root)]
 
 
 def generator_files(task: str, root: Path = ROOT) -> list[Path]:
@@ -127,7 +169,7 @@ def generator_files(task: str, root: Path = ROOT) -> list[Path]:
     task's included), and the shared files of the tasks package (vocabulary, rendering)."""
     pieces, shared = catalogue(root)
     own = [f for f in shared if f.is_relative_to(root / PIECES["task"])]
-    return _with_imports([_piece(pieces, "task", task, root), *own], root)
+    return _closure([_piece(pieces, "task", task, root), *own], root, within=tuple(PIECES.values()))
 
 
 def _digest(files: list[Path], root: Path, digits: int) -> str:

@@ -12,6 +12,17 @@ them to it). Ranges and choices sit in each field's metadata; ``range_errors`` c
 
 Position schemes, spans and tasks keep their options in their own ``Config`` dataclasses (one
 file per piece); ``suite.config.build`` converts their YAML values to those types the same way.
+
+A scheme's defaults live only in its ``Config`` dataclass. ``register`` stores each scheme's
+defaults in the ConfigStore as ``scheme_defaults/<name>`` (``scheme_node``), and
+``conf/position/<name>.yaml`` starts from that node (``defaults: [/scheme_defaults/<name>@_here_,
+_self_]``) and states only its ``name`` and what differs. The alternative, defaults only in the
+YAMLs, would leave a scheme built in code (a pattern's layer kind naming another scheme, a
+stored spec rebuilt, a test) with no defaults, so the dataclass is the home. The node (not a
+YAML that restates it) is what keeps the composed config whole: ``--cfg job`` prints every
+option, tab completion offers it, and ``position.theta=...`` needs no ``+`` (Hydra refuses a key
+the composed group lacks). The node is untyped, so a wrong value is still reported by
+``suite.config.build`` with the scheme's own rule. ``tests/test_schema.py`` holds the YAMLs to it.
 """
 from __future__ import annotations
 
@@ -25,6 +36,8 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from suite.config.spec import EvalSpec, TrainSpec
+from suite.model.position import SCHEMES
+from suite.model.span import SPANS
 from suite.model.spec import ModelSpec
 from suite.options import REQUIRED, is_option, option, range_errors
 from tasks import TASKS
@@ -34,7 +47,7 @@ WANDB_MODES = ("offline", "online", "disabled")
 WANDB_FOLDER = "wandb"  # W&B always names its folder so: its ``dir`` argument is the folder above
 
 __all__ = ["PosBenchConf", "ModelConf", "TrainConf", "EvalConf", "LoggerConf", "PatternConf", "TasksetConf",
-           "GROUPS", "register", "range_errors", "conf_of"]
+           "GROUPS", "SCHEME_DEFAULTS", "register", "range_errors", "conf_of", "scheme_node"]
 
 
 def conf_of(spec: type, name: str) -> type:
@@ -79,12 +92,25 @@ class LayerKind:
     log_scale: Optional[bool] = None
 
 
-@dataclass
-class PatternConf:
-    name: str = option(MISSING)
-    layers: List[LayerKind] = field(default_factory=lambda: [LayerKind()])
-    window: Optional[int] = option(None, ge=1, doc="window of the pattern's swa layers")
-    chunk: Optional[int] = option(None, ge=1, doc="chunk of the pattern's chunked layers")
+def pattern_conf(spans: dict[str, type]) -> type:
+    """The ``pattern`` group: its name, its layer kinds, and each option of a span's ``Config``
+    (``window`` of ``swa``, ``chunk`` of ``chunked``), with the span's own type and rules and
+    default None, which sizes the pattern's layers of that span. The spans own those options;
+    the pattern only passes them on (``suite.config.build.resolve_layers``)."""
+    sizes: dict[str, tuple] = {}
+    for span_name, cls in sorted(spans.items()):
+        hints = typing.get_type_hints(cls.Config)
+        for f in dataclasses.fields(cls.Config):
+            doc = f"{f.name} of the pattern's {span_name} layers"
+            sizes.setdefault(f.name, (f.name, Optional[hints[f.name]],
+                                      field(default=None, metadata={**option(None).metadata, **f.metadata, "doc": doc})))
+    fields = [("name", str, option(MISSING)), ("layers", List[LayerKind], field(default_factory=lambda: [LayerKind()])),
+              *sizes.values()]
+    return dataclasses.make_dataclass("PatternConf", fields, namespace={
+        "__doc__": "A layer pattern: layer kinds tiled over the depth, and the sizes of its span layers.", "__module__": __name__})
+
+
+PatternConf = pattern_conf(SPANS)
 
 
 @dataclass
@@ -116,14 +142,28 @@ class PosBenchConf:
     jobs: int = option(2, ge=1, doc="runs at once under launcher=local (its hydra.launcher.n_jobs)")
 
 
+SCHEME_DEFAULTS = "scheme_defaults"  # the ConfigStore group of every scheme's defaults
+
+
+def scheme_node(config_cls: type) -> dict:
+    """A scheme's options with its ``Config`` dataclass's defaults, after a ``name`` its YAML sets."""
+    defaults = {f.name: f.default for f in dataclasses.fields(config_cls)}
+    if any(v is dataclasses.MISSING for v in defaults.values()):
+        raise TypeError(f"{config_cls.__name__}: every scheme option needs a default")
+    return {"name": MISSING, **{k: list(v) if isinstance(v, tuple) else v for k, v in defaults.items()}}
+
+
 GROUPS = {"model": ModelConf, "train": TrainConf, "eval": EvalConf, "logger": LoggerConf,
           "pattern": PatternConf, "taskset": TasksetConf}
 
 
 def register() -> None:
-    """Put the schema in Hydra's ConfigStore and the ``${posbench.tasks:}`` resolver (every
+    """Put the schema and each scheme's defaults in Hydra's ConfigStore and the ``${posbench.tasks:}`` resolver (every
     registered task, as ``conf/taskset/all.yaml`` lists them) in OmegaConf (idempotent)."""
-    ConfigStore.instance().store(name="posbench_schema", node=PosBenchConf)
+    store = ConfigStore.instance()
+    store.store(name="posbench_schema", node=PosBenchConf)
+    for name, cls in SCHEMES.items():
+        store.store(group=SCHEME_DEFAULTS, name=name, node=scheme_node(cls.Config))
     OmegaConf.register_new_resolver("posbench.tasks", lambda: sorted(TASKS), replace=True)
 
 
