@@ -75,8 +75,8 @@ def frame(rows) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=store.COLUMNS)
 
 
-@pytest.fixture
-def fixture_store(tmp_path):
+def write_fixture(tmp_path, metric: str = "token_accuracy"):
+    """Four copy runs, scored at 32 and 64 by ``metric`` and at 32 by exact match, and a junk file."""
     runs = {
         "rope-0": [("rope", 0, 32, 1.0), ("rope", 0, 64, 0.2)],
         "rope-1": [("rope", 1, 32, 0.8), ("rope", 1, 64, 0.4)],
@@ -84,7 +84,7 @@ def fixture_store(tmp_path):
         "learned-0": [("learned", 0, 32, 0.95), ("learned", 0, 64, math.nan, "unsupported")],
     }
     for run, cells in runs.items():
-        rows = [_row(run, c[0], c[1], "copy", c[2], c[3], *(c[4:] or ["ok"])) for c in cells]
+        rows = [_row(run, c[0], c[1], "copy", c[2], c[3], *(c[4:] or ["ok"]), metric=metric) for c in cells]
         # exact match is not copy's headline metric: only --metric exact_match reads it
         rows.append(_row(run, cells[0][0], cells[0][1], "copy", 32, 0.5, metric="exact_match"))
         spec = spec_for(rows, model={"layers": [{"position": cells[0][0], "span": "full"}]})
@@ -93,6 +93,11 @@ def fixture_store(tmp_path):
         store.write_run(tmp_path, "fx", run, {"run_id": run, "sweep": "fx", "spec": spec}, rows)
     (tmp_path / "fx" / "junk.json").write_text("{not json")
     return tmp_path
+
+
+@pytest.fixture
+def fixture_store(tmp_path):
+    return write_fixture(tmp_path)
 
 
 def test_report_tables_from_a_fixture_store(fixture_store, tmp_path):
@@ -104,12 +109,15 @@ def test_report_tables_from_a_fixture_store(fixture_store, tmp_path):
     assert board.loc[("rope", 32), "std"] == pytest.approx(pd.Series([1.0, 0.8]).std())
     assert board.loc[("rope", 64), "n"] == 2 and board.loc[("alibi", 64), "n"] == 1
     assert board.loc[("learned", 64), "n"] == 0 and board.loc[("learned", 64), "status"] == "unsupported"
-    # two seeds: Student-t, 0.9 ± 12.706 * 0.1414 / sqrt(2), clipped to [0, 1]; one seed: Wilson over 10 examples
+    # two seeds: Student-t, 0.9 ± 12.706 * 0.1414 / sqrt(2), clipped to [0, 1]; one seed of token accuracy
+    # (answer tokens pooled over examples, not a share of examples): no interval
     assert (board.loc[("rope", 32), "ci_low"], board.loc[("rope", 32), "ci_high"]) == (0.0, 1.0)
-    assert board.loc[("alibi", 32), "ci_low"] == pytest.approx(0.5958, abs=1e-4)
-    assert board.loc[("alibi", 32), "ci_high"] == pytest.approx(0.9821, abs=1e-4)
-    assert tables.leaderboard(df, metric="exact_match").set_index(["scheme", "eval_len"]).loc[
-        ("rope", 32), "mean"] == pytest.approx(0.5)
+    assert math.isnan(board.loc[("alibi", 32), "ci_low"]) and math.isnan(board.loc[("alibi", 32), "ci_high"])
+    exact = tables.leaderboard(df, metric="exact_match").set_index(["scheme", "eval_len"])
+    assert exact.loc[("rope", 32), "mean"] == pytest.approx(0.5)
+    # one seed of exact match (a share of examples): Wilson over its 10 examples,
+    # (0.5 + 1.92/10 ± 1.96 * sqrt(0.025 + 3.8415/400)) / (1 + 3.8415/10)
+    assert (exact.loc[("alibi", 32), "ci_low"], exact.loc[("alibi", 32), "ci_high"]) == pytest.approx((0.2366, 0.7634), abs=1e-4)
     mrr = tables.mrr(tables.leaderboard(df)).set_index("scheme")
     # 32: rope 0.9, alibi 0.9 (tie, rank 2), learned 0.95 (rank 1) -> learned 1, rope 1/2, alibi 1/2
     # 64 (OOD): alibi 0.7 (1), rope 0.3 (2), learned unsupported (3)
@@ -131,12 +139,13 @@ def test_report_tables_from_a_fixture_store(fixture_store, tmp_path):
     assert not re.search(r"\d\.\d{5,}", text)  # rounded to 4 decimals
     csv = pd.read_csv(out / "leaderboard.csv")
     assert list(csv.columns) == render.BOARD_CSV and len(csv) == 6
-    assert csv.set_index(["scheme", "eval_len"]).loc[("alibi", 32), "ci_low"] == 0.5958
+    assert math.isnan(csv.set_index(["scheme", "eval_len"]).loc[("alibi", 32), "ci_low"])
     m = pd.read_csv(out / "mrr.csv")
     assert list(m.columns) == ["scheme", "mrr_ood", "mrr_ood_low", "mrr_ood_high", "mrr_all", "mrr_all_low",
                                "mrr_all_high", "cells_ood", "cells_all"] and m.scheme.iloc[0] == "alibi"
     md = (out / "index.md").read_text()
-    assert "tied schemes share the best rank" in md and "closer than 0.01 are tied" in md and "unsupported" in md and "0.90 [0.60, 0.98]" in md
+    assert "tied schemes share the best rank" in md and "closer than 0.01 are tied" in md and "unsupported" in md and "0.90 [0.00, 1.00]" in md
+    assert re.search(r"\| alibi +\| 0\.90 +\| 0\.70 +\|", md)  # one seed of token accuracy: the mean alone
     assert "| copy   | token_accuracy |" in md and "Student-t" in md and "Wilson" in md
     assert "## Power" in md and "overlaps next" in md and "Warning" not in md
     assert "- training: one model per task; 10 steps; training length 32 tokens" in md
@@ -164,16 +173,17 @@ def test_a_run_below_the_learning_bar_at_l_is_marked_in_every_table(fixture_stor
     assert (power.loc["copy", "not_learned"], power.loc["copy", "runs"]) == (1, 4)
 
 
-def test_power_reports_the_interval_half_widths_at_the_first_length_beyond_l(fixture_store):
-    # at 64 (the first length beyond 32): rope's two seeds 0.2, 0.4 give a t interval clipped to [0, 1]
-    # (half-width 0.5); alibi's one seed 0.7 over 10 examples a Wilson interval [0.3968, 0.8922] (0.2477);
-    # learned has no score there. Median (0.5 + 0.2477) / 2, largest 0.5.
+def test_power_reports_the_interval_half_widths_at_the_first_length_beyond_l(tmp_path):
+    # the fixture scored by a share of examples. At 64 (the first length beyond 32): rope's two seeds
+    # 0.2, 0.4 give a t interval clipped to [0, 1] (half-width 0.5); alibi's one seed 0.7 over 10
+    # examples a Wilson interval [0.3968, 0.8922] (0.2477); learned has no score there. Median
+    # (0.5 + 0.2477) / 2, largest 0.5.
     with pytest.warns(UserWarning, match="junk.json"):
-        df = store.load(fixture_store / "fx")
-    power = tables.power(tables.leaderboard(df)).set_index("task")
+        df = store.load(write_fixture(tmp_path, "string_match_part") / "fx")
+    power = tables.power(tables.leaderboard(df, "string_match_part")).set_index("task")
     assert power.loc["copy", "max_half_width"] == pytest.approx(0.5)
     assert power.loc["copy", "median_half_width"] == pytest.approx((0.5 + 0.2477) / 2, abs=1e-4)
-    r = render.build(df, "fx")
+    r = render.build(df, "fx", metric="string_match_part")
     assert r["half_median"] == pytest.approx((0.5 + 0.2477) / 2, abs=1e-4) and r["half_max"] == pytest.approx(0.5)
     assert "the median is 0.374 and the largest 0.500" in render.markdown(r)
 

@@ -424,7 +424,8 @@ def scheme_order(board: pd.DataFrame) -> list[str]:
 
 
 def pivot(board: pd.DataFrame, task: str) -> pd.DataFrame:
-    """Scheme x eval length for one task, one header row: 'mean [ci_low, ci_high]', '-' where the
+    """Scheme x eval length for one task, one header row: 'mean [ci_low, ci_high]' ('mean' alone
+    for a cell without an interval), '-' where the
     scheme cannot represent the length (unsupported), else why the cell is empty (diverged).
     Rows best first (``scheme_order``); columns named '64 (2x)'."""
     b = board[board.task == task]
@@ -432,6 +433,8 @@ def pivot(board: pd.DataFrame, task: str) -> pd.DataFrame:
     def cell(r):
         if r["n"] == 0:
             return EMPTY if r["status"] == "unsupported" else r["status"]
+        if pd.isna(r["ci_low"]) or pd.isna(r["ci_high"]):  # one seed of a metric that is not a share
+            return _fmt(r["mean"])
         return f"{_fmt(r['mean'])} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]"
 
     t = b.assign(cell=b.apply(cell, axis=1)).pivot(index="scheme", columns="eval_len", values="cell")
