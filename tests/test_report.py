@@ -1,7 +1,7 @@
 """Leaderboard tables against hand-computed values, and a report built from a fixture store.
 
 Mutation checks: in suite/report/tables.py _arrays, OOD eval_len > train_len -> eval_len >= train_len
-makes test_mrr_with_ties_by_hand fail; KINDS (suite/model/span/base.py) chunk "c" -> "w", or "chunk" left out of
+makes test_mrr_with_ties_by_hand fail; KINDS (suite/model/span_kinds.py) chunk "c" -> "w", or "chunk" left out of
 BREAKDOWN_COLUMNS, makes test_a_chunk_is_labelled_c_and_broken_down_apart_from_windows fail; split_boards
 reading the split rows without relabelling them "all" makes
 test_evaluation_splits_are_scored_apart_and_other_slices_are_not_boards fail."""

@@ -23,16 +23,16 @@ import numpy as np
 import pandas as pd
 
 from suite.config.codedigest import spec_digest
-from suite.model.span.base import KINDS
+from suite.model.span_kinds import KINDS
 from suite.report import labels, stats
 from suite.evaluation.slices import parse_slice
 from suite.results.metrics import metric as metric_of
 from tasks import TASKS
 
 TIE_RULES = ("min", "average")
-BREAKDOWN_COLUMNS = ("spans", "window", "chunk", "pattern", "model", "train_len")
+BREAKDOWN_COLUMNS = ("spans", *KINDS, "pattern", "model", "train_len")
 # what a run's configuration is made of, for rows written before ``config_hash`` existed
-CONFIG_COLUMNS = ("model", "n_layers", "d_model", "n_heads", "pattern", "positions", "spans", "window", "chunk",
+CONFIG_COLUMNS = ("model", "n_layers", "d_model", "n_heads", "pattern", "positions", "spans", *KINDS,
                   "train_len", "steps")
 BOOTSTRAP_REPS = 1000
 BOOTSTRAP_SEED = 0
@@ -50,7 +50,7 @@ def headline_metric(task: str, metric: str | None = None) -> str:
 
 
 def size_label(row) -> str:
-    """'w=16', 'c=16', 'w=8 c=16' or '': a row's span sizes (its ``window`` and ``chunk`` columns)."""
+    """'w=16', 'c=16', 'w=8 c=16' or '': a row's span sizes (its column of each span kind, ``KINDS``)."""
     sizes = [(short, row.get(column)) for column, short in KINDS.items()]  # one size column per span kind
     return " ".join(f"{short}={int(size)}" for short, size in sizes if size is not None and not pd.isna(size))
 
@@ -526,13 +526,13 @@ def stale_code_warning(df: pd.DataFrame) -> str | None:
 
 
 def size_columns(d: pd.DataFrame) -> list[str]:
-    """``window``, and ``chunk`` when some row has one, filled in place with 0 for "none"
-    (integers, so the diagnostics group on them)."""
-    d["window"] = d["window"].fillna(0).astype(int)
-    if "chunk" not in d or d["chunk"].isna().all():
-        return ["window"]
-    d["chunk"] = d["chunk"].fillna(0).astype(int)
-    return ["window", "chunk"]
+    """The span-kind columns (``KINDS``): the first (``window``) always, each other (``chunk``) when
+    some row has one, filled in place with 0 for "none" (integers, so the diagnostics group on them)."""
+    first, *others = KINDS
+    kept = [first, *(k for k in others if k in d and d[k].notna().any())]
+    for kind in kept:
+        d[kind] = d[kind].fillna(0).astype(int)
+    return kept
 
 
 def diagnostics(df: pd.DataFrame, metric: str) -> pd.DataFrame:

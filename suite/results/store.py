@@ -17,11 +17,12 @@ from pathlib import Path
 import pandas as pd
 
 from suite.files import result_path, write_json_atomic
+from suite.model.span_kinds import KINDS
 from suite.results.metrics import METRICS
 
 COLUMNS = [
     "run_id", "sweep", "spec_hash", "config_hash", "code_digest", "git_sha", "seed", "model", "n_layers", "d_model", "n_heads",
-    "pattern", "positions", "spans", "window", "chunk", "train_len", "steps", "task", "eval_len", "len_ratio",
+    "pattern", "positions", "spans", *KINDS, "train_len", "steps", "task", "eval_len", "len_ratio",
     "slice", "metric", "value", "n", "status", "wall_s", "timestamp", "eval_set",
 ]
 SCHEMA = "posbench.run/1"

@@ -1,0 +1,39 @@
+"""The report's facts each have one home: span kinds (``suite.model.span_kinds``), the
+effective-length threshold, metric directions (``suite.results.metrics``, also for lm-eval).
+
+Mutation checks: writing "chunk" back into store.COLUMNS, or BREAKDOWN_COLUMNS in
+suite/report/tables.py, makes test_span_kinds_are_read_from_their_one_home fail; importing KINDS
+from suite.model.span.base in suite/report/tables.py makes
+test_the_store_and_the_report_load_no_torch fail."""
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from suite.model.span import base
+from suite.model.span_kinds import KINDS
+from suite.report import tables
+from suite.results import store
+
+ROOT = Path(__file__).resolve().parent.parent
+READERS = ["suite/results/store.py", *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "suite/report").glob("*.py"))]
+
+
+def _literals(path: str) -> set[str]:
+    return {n.value for n in ast.walk(ast.parse((ROOT / path).read_text())) if isinstance(n, ast.Constant)
+            and isinstance(n.value, str)}
+
+
+def test_span_kinds_are_read_from_their_one_home():
+    assert base.KINDS is KINDS
+    assert [c for c in store.COLUMNS if c in KINDS] == list(KINDS)
+    assert [c for c in tables.BREAKDOWN_COLUMNS if c in KINDS] == list(KINDS)
+    for path in READERS:
+        assert not _literals(path) & set(KINDS), (path, _literals(path) & set(KINDS))
+
+
+def test_the_store_and_the_report_load_no_torch():
+    code = ("import sys, suite.results.store, suite.report.render, suite.report.__main__; "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.split() == ["False"]
