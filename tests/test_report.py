@@ -71,8 +71,9 @@ def _row(run, scheme, seed, task, eval_len, value, status="ok", pattern="uniform
 
 
 def frame(rows) -> pd.DataFrame:
-    """Rows as the store loads them (every column, in order)."""
-    return pd.DataFrame(rows, columns=store.COLUMNS)
+    """Rows as the store loads them (every column, in order; the metric declarations and headline
+    filled as for rows stored without them)."""
+    return pd.DataFrame(store.described(rows), columns=store.COLUMNS)
 
 
 def write_fixture(tmp_path, metric: str = "token_accuracy"):

@@ -18,7 +18,6 @@ import pandas as pd
 from suite import files
 
 from suite.results import shipped, store
-from suite.results.metrics import METRICS
 from suite.report import render, tables
 
 
@@ -67,10 +66,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report") ->
     df = df.assign(source=None)
     if beside:
         df = pd.concat([df, *beside], ignore_index=True)
-    ranked = sorted(m for m in set(df.metric) if m in METRICS and METRICS[m].higher_is_better is not None)
+    ranked = sorted(set(df.metric[df.higher_is_better.notna()]))  # each row stores its metric's direction
     if args.metric is not None and args.metric not in ranked:
-        why = ("a measurement with no better direction, not a score" if args.metric in METRICS
-               and args.metric in set(df.metric) else f"no stored row under {folder} has it")
+        why = ("a measurement with no better direction, not a score" if args.metric in set(df.metric)
+               else f"no stored row under {folder} has it")
         p.exit(2, f"{p.prog}: error: --metric {args.metric!r}: {why}; valid: {', '.join(ranked)}\n")
     r = render.build(df, args.sweep, args.tie, args.threshold, args.metric, source=str(source))
     if r["warning"]:

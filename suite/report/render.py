@@ -82,11 +82,9 @@ def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = THR
     half = tables.first_ood_half_widths(board)
     runs = board.drop_duplicates(["scheme", "task"])
     ref = references.load(sweep)
-    task_names = sorted(df.task.dropna().unique())
     return {
         "sweep": sweep, "board": board, "mrr": mrr, "tie": tie, "threshold": threshold, "metric": metric,
-        "metrics": pd.DataFrame({"task": task_names,
-                                 "metric": [tables.headline_metric(t, metric) for t in task_names]}),
+        "metrics": tables.headline_metrics(df, metric),
         "tasks": sorted(board.task.unique()), "effective": tables.effective_length(board, threshold),
         "styles": style_map([*board.scheme, *(s for b in splits.values() for s in b.scheme)]),
         "summary_plot": plot_summary(board, list(mrr.scheme)),

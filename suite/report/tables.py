@@ -1,5 +1,9 @@
 """Leaderboard tables computed from the long-format results store.
 
+Everything ranks from what the rows store (``suite.results.store``): each task's ``headline``
+metric and each metric's direction (``higher_is_better``), range (``low``, ``high``) and ``share``
+flag, so a board needs neither the task code nor today's metric declarations.
+
 * ``leaderboard``: per scheme x task x eval length, the mean over seeds of the task's headline
   metric with a 95 % interval (Student-t over seeds; Wilson over examples for a single seed).
   A cell holds only runs that share ``config_hash`` (identical except for the seed).
@@ -26,8 +30,7 @@ from suite.config.codedigest import spec_digest
 from suite.model.span_kinds import KINDS
 from suite.report import labels, stats
 from suite.evaluation.slices import parse_slice
-from suite.results.metrics import metric as metric_of
-from tasks import TASKS
+from suite.results.store import DECLARED
 
 TIE_RULES = ("min", "average")
 BREAKDOWN_COLUMNS = ("spans", *KINDS, "pattern", "model", "train_len")
@@ -41,12 +44,21 @@ LEARNED_AT = 0.9  # a run has learned its task when its headline score at the tr
 SPLIT = "split"  # the slice field naming an evaluation split: a distribution the task's eval_generate draws from
 
 
-def headline_metric(task: str, metric: str | None = None) -> str:
-    """``metric`` when given (one metric for every task), else the task's declared
-    ``primary_metric``; exact_match for a task this code does not know."""
+def headline_metrics(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
+    """``task, metric``: the metric each task is scored by, ``metric`` when given (one metric for
+    every task), else the headline its rows store (several, joined by ', ', if its runs differ)."""
+    tasks = sorted(df.task.dropna().unique())
     if metric:
-        return metric
-    return getattr(TASKS.get(task), "primary_metric", "exact_match")
+        return pd.DataFrame({"task": tasks, "metric": metric})
+    stored = df.dropna(subset=["headline"]).groupby("task").headline.agg(lambda h: ", ".join(sorted(set(h))))
+    return pd.DataFrame({"task": tasks, "metric": [stored.get(t, "none stored") for t in tasks]})
+
+
+def sign(higher_is_better) -> float:
+    """+1 where higher is better, -1 where lower is; a measurement (None) is not ranked."""
+    if higher_is_better is None or pd.isna(higher_is_better):
+        raise ValueError("a measurement with no better direction is not ranked")
+    return 1.0 if higher_is_better else -1.0
 
 
 def size_label(row) -> str:
@@ -85,7 +97,7 @@ def primary(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
     """
     if df.empty:
         return df.assign(scheme=pd.Series(dtype=str), config=pd.Series(dtype=str))
-    want = df.task.map(lambda t: headline_metric(t, metric))
+    want = df.headline if metric is None else metric
     d = df[(df.slice == "all") & (df.metric == want)].copy()
     if d.empty:
         return d.assign(scheme=pd.Series(dtype=str), config=pd.Series(dtype=str))
@@ -117,18 +129,20 @@ def primary(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
 
 def _cell(g: pd.DataFrame) -> pd.Series:
     """One leaderboard cell from its runs' rows: mean, std, n (seeds with a value), interval
-    (clipped to the metric's range; Wilson's over examples only for a share), status."""
+    (clipped to the stored range of the metric; Wilson's over examples only for a share), status,
+    and the metric's stored declaration."""
     v = g.value.dropna()
     n = len(v)
-    declared = metric_of(g.metric.iloc[0])
+    first = g.iloc[0]
     if n >= 2:
-        low, high = stats.t_interval(v, bounds=(declared.low, declared.high))
-    elif n == 1 and declared.share:
+        low, high = stats.t_interval(v, bounds=(float(first.low), float(first.high)))
+    elif n == 1 and first.share == True:  # noqa: E712 (a stored bool, numpy or not)
         low, high = stats.wilson_interval(float(v.iloc[0]), g.loc[v.index, "n"].iloc[0])
     else:
         low = high = math.nan
     return pd.Series({
-        "metric": g.metric.iloc[0], "train_len": g.train_len.iloc[0], "config": g.config.iloc[0],
+        "metric": first.metric, **{key: first[key] for key in DECLARED},
+        "train_len": g.train_len.iloc[0], "config": g.config.iloc[0],
         "mean": v.mean() if n else math.nan, "std": v.std() if n > 1 else (0.0 if n else math.nan),
         "n": n, "ci_low": low, "ci_high": high,
         "status": "ok" if (g.status == "ok").any() else g.status.mode().iloc[0],
@@ -141,7 +155,7 @@ def leaderboard(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
     (``stats.wilson_interval`` over the run's examples when one seed has a value), status is ``ok``
     or why the cell is empty."""
     d = primary(df, metric)
-    cols = ["scheme", "task", "eval_len", "mean", "std", "n", "ci_low", "ci_high", "metric", "train_len",
+    cols = ["scheme", "task", "eval_len", "mean", "std", "n", "ci_low", "ci_high", "metric", *DECLARED, "train_len",
             "config", "status", "not_learned", "runs"]
     if d.empty:
         return pd.DataFrame(columns=cols)
@@ -158,9 +172,9 @@ def learned(d: pd.DataFrame) -> pd.Series:
     task at the training length reaches ``LEARNED_AT`` of its metric's best value (a run without a
     score there has not learned). A run trained on a mixture is judged on each of its tasks. Only
     metrics in a bounded range where higher is better are judged; other runs count as learned."""
-    judged = d.metric.map(lambda m: metric_of(m).higher_is_better is True and math.isfinite(metric_of(m).high))
+    judged = (d.higher_is_better == True) & np.isfinite(d.high.astype(float))  # noqa: E712 (None is not True)
     at_l = d[judged & (d.eval_len == d.train_len)]
-    best = at_l.metric.map(lambda m: metric_of(m).high).astype(float)
+    best = at_l.high.astype(float)
     ok = (at_l.value.astype(float) >= LEARNED_AT * best).groupby([at_l.run_id, at_l.task]).any()
     pairs = pd.Series(True, index=pd.MultiIndex.from_frame(d[["run_id", "task"]].drop_duplicates()))
     judged_pairs = pd.MultiIndex.from_frame(d.loc[judged, ["run_id", "task"]].drop_duplicates())
@@ -218,8 +232,8 @@ def _arrays(board: pd.DataFrame):
     for r in board.itertuples(index=False):
         i, j = si[r.scheme], ci[(r.task, r.eval_len)]
         scores[i, j], present[i, j], ood[i, j] = r.mean, True, r.eval_len > r.train_len
-        if hasattr(r, "metric"):
-            signs[j] = metric_of(r.metric).sign
+        if hasattr(r, "higher_is_better"):
+            signs[j] = sign(r.higher_is_better)
     return schemes, cells, scores, present, ood, signs
 
 
@@ -411,9 +425,10 @@ def scheme_order(board: pd.DataFrame) -> list[str]:
     better score is larger (a loss counts negated); an empty cell counts as its metric's worst
     value (0 for a share; for an unbounded loss, the worst score shown); schemes with no score at
     all last; ties by name."""
-    declared = board.metric.map(metric_of) if "metric" in board else pd.Series(metric_of("exact_match"), index=board.index)
-    signed = board["mean"] * declared.map(lambda m: m.sign)
-    floor = declared.map(lambda m: m.sign * (m.low if m.higher_is_better else m.high))
+    stored = board.reindex(columns=["higher_is_better", "low", "high"])  # a board without them: a share
+    signs = stored.higher_is_better.fillna(True).map(sign)
+    signed = board["mean"] * signs
+    floor = signs * stored.low.fillna(0.0).where(signs > 0, stored.high.fillna(1.0)).astype(float)
     shown = signed[board.n > 0].min() if (board.n > 0).any() else 0.0
     worst = floor.where(np.isfinite(floor), shown)
     key = board.assign(score=signed.where(board.n > 0, worst)).groupby("scheme").agg(
@@ -453,8 +468,8 @@ def effective_length(board: pd.DataFrame, threshold: float = 0.8) -> pd.DataFram
     ``threshold`` (0 when even the shortest does not: never); best schemes first. Only tasks
     scored by a metric where higher is better have one."""
     rows = []
-    if "metric" in board:
-        board = board[board.metric.map(lambda m: metric_of(m).higher_is_better is True)]
+    if "higher_is_better" in board:
+        board = board[board.higher_is_better == True]  # noqa: E712 (None is not True)
     for (scheme, task), g in board.sort_values("eval_len").groupby(["scheme", "task"]):
         best = 0
         for _, r in g.iterrows():
