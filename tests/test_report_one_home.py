@@ -4,7 +4,8 @@ effective-length threshold, metric directions (``suite.results.metrics``, also f
 Mutation checks: writing "chunk" back into store.COLUMNS, or BREAKDOWN_COLUMNS in
 suite/report/tables.py, makes test_span_kinds_are_read_from_their_one_home fail; importing KINDS
 from suite.model.span.base in suite/report/tables.py makes
-test_the_store_and_the_report_load_no_torch fail."""
+test_the_store_and_the_report_load_no_torch fail; THRESHOLD = 0.8 back in suite/report/render.py, or
+0.8 as effective_length's default, makes test_the_effective_length_threshold_is_written_once fail."""
 import ast
 import subprocess
 import sys
@@ -37,3 +38,14 @@ def test_the_store_and_the_report_load_no_torch():
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.split() == ["False"]
+
+
+def _numbers(path: str) -> list[float]:
+    return [n.value for n in ast.walk(ast.parse((ROOT / path).read_text())) if isinstance(n, ast.Constant)
+            and type(n.value) is float]
+
+
+def test_the_effective_length_threshold_is_written_once():
+    assert tables.EFFECTIVE_AT == 0.8
+    assert [p for p in READERS if 0.8 in _numbers(p)] == ["suite/report/tables.py"]
+    assert _numbers("suite/report/tables.py").count(0.8) == 1

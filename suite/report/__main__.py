@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report") ->
                    help="MRR tie rule: min (ties share the best rank) or average")
     p.add_argument("--metric", default=None,
                    help="score every task by this metric (default: each task's own headline metric)")
-    p.add_argument("--threshold", type=float, default=render.THRESHOLD, help="effective-length threshold")
+    p.add_argument("--threshold", type=float, default=tables.EFFECTIVE_AT, help="effective-length threshold")
     p.add_argument("--wandb", choices=["offline", "online"], default=None,
                    help="also log the leaderboard and MRR to W&B as tables (offline: sync later)")
     p.add_argument("--project", default=None, help="W&B project for --wandb (default: the config's logger.project)")

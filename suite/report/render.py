@@ -17,7 +17,6 @@ from suite.report.plots import Plot, plot_profiles, plot_recency, plot_summary, 
 from suite.report.styles import style_map
 from suite.files import write_atomic
 
-THRESHOLD = 0.8
 BOARD_CSV = ["scheme", "task", "eval_len", "metric", "mean", "ci_low", "ci_high", "std", "n_seeds", "status", "not_learned"]
 MRR_CSV = ["scheme", "mrr_ood", "mrr_ood_low", "mrr_ood_high", "mrr_all", "mrr_all_low", "mrr_all_high",
            "cells_ood", "cells_all"]
@@ -71,7 +70,7 @@ def provenance(df: pd.DataFrame, source: str | None = None) -> dict:
     }
 
 
-def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = THRESHOLD,
+def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = tables.EFFECTIVE_AT,
           metric: str | None = None, source: str | None = None) -> dict:
     """Every table of the report, computed once. ``metric``: score every task by this metric
     instead of the task's own headline metric."""
@@ -351,7 +350,7 @@ def save(r: dict, out_dir: Path) -> Path:
     return out_dir
 
 
-def write(df: pd.DataFrame, sweep: str, out_dir: Path, tie: str = "min", threshold: float = THRESHOLD,
+def write(df: pd.DataFrame, sweep: str, out_dir: Path, tie: str = "min", threshold: float = tables.EFFECTIVE_AT,
           metric: str | None = None) -> Path:
     """Build the report of ``df`` and ``save`` it under ``out_dir``."""
     return save(build(df, sweep, tie, threshold, metric), out_dir)

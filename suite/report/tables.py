@@ -41,6 +41,7 @@ BOOTSTRAP_REPS = 1000
 BOOTSTRAP_SEED = 0
 TIED_BELOW = 0.01  # the one tie rule: two means closer than this are tied (power and MRR alike)
 LEARNED_AT = 0.9  # a run has learned its task when its headline score at the training length reaches this
+EFFECTIVE_AT = 0.8  # the effective length: the longest eval length up to which a scheme scores at least this
 SPLIT = "split"  # the slice field naming an evaluation split: a distribution the task's eval_generate draws from
 
 
@@ -463,7 +464,7 @@ def pivot(board: pd.DataFrame, task: str) -> pd.DataFrame:
     return t
 
 
-def effective_length(board: pd.DataFrame, threshold: float = 0.8) -> pd.DataFrame:
+def effective_length(board: pd.DataFrame, threshold: float = EFFECTIVE_AT) -> pd.DataFrame:
     """Scheme x task: the longest eval length L such that every eval length up to L scores at least
     ``threshold`` (0 when even the shortest does not: never); best schemes first. Only tasks
     scored by a metric where higher is better have one."""
