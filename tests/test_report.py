@@ -222,9 +222,9 @@ def test_a_chunk_is_labelled_c_and_broken_down_apart_from_windows(tmp_path):
     labels = sorted(df.apply(tables.scheme_label, axis=1))
     assert labels == ["command_a w=16", "llama4 c=16", "rope chunked c=8", "rope swa w=8"]
     assert {"window", "chunk"} <= set(tables.varied(df))
-    by_chunk = tables.breakdown(df, "chunk")["1x train length"]
+    by_chunk = tables.breakdown(tables.primary(df), "chunk")["1x train length"]
     assert by_chunk.to_dict() == pytest.approx({"8": 0.6, "16": 0.2, "None": 0.6})  # None: the two window runs
-    by_window = tables.breakdown(df, "window")["1x train length"]
+    by_window = tables.breakdown(tables.primary(df), "window")["1x train length"]
     assert by_window.to_dict() == pytest.approx({"8": 0.8, "16": 0.4, "None": 0.4})
 
 
@@ -279,4 +279,4 @@ def test_a_breakdown_by_window_lists_windows_in_numeric_order_and_no_window_last
     windows = [16, 4, None, 8]
     df = frame([_row(f"w{w}", "rope", 0, "copy", 32, 0.5) for w in windows])
     df["window"] = pd.Series(windows, dtype=object)  # as the store loads it: integers, None for no window
-    assert list(tables.breakdown(df, "window").index) == ["4", "8", "16", "None"]
+    assert list(tables.breakdown(tables.primary(df), "window").index) == ["4", "8", "16", "None"]

@@ -21,7 +21,7 @@ from suite.results import shipped, store
 from suite.report import render, tables
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m suite.report") -> int:
+def parser(prog: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description="Build a sweep's leaderboard.")
     p.add_argument("sweep", help="sweep name: reads <results>/<sweep>/, writes <out>/<sweep>/")
     p.add_argument("--results", default="results")
@@ -40,9 +40,12 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report") ->
                    help="also log the leaderboard and MRR to W&B as tables (offline: sync later)")
     p.add_argument("--project", default=None, help="W&B project for --wandb (default: the config's logger.project)")
     p.add_argument("--entity", default=None, help="W&B entity for --wandb (default: the config's logger.entity)")
-    args = p.parse_args(argv)
-    if (problem := files.sweep_name_problem(args.sweep)) is not None:  # it names a folder under --out too
-        p.exit(2, f"{p.prog}: error: sweep {problem}\n")
+    return p
+
+
+def read_rows(p: argparse.ArgumentParser, args) -> tuple[pd.DataFrame, Path]:
+    """(the sweep's rows, with those of every --beside source; where the sweep's came from): its
+    results folder, else its shipped rows. The store's warnings are printed."""
     folder, published = Path(args.results) / args.sweep, shipped.path_of(args.sweep, args.published)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -58,20 +61,23 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report") ->
     for w in caught:
         print(f"warning: {w.message}", file=sys.stderr)
     if df.empty:
-        where = folder if args.source == "results" else f"{folder} or {published}"
-        print(f"no results under {where}", file=sys.stderr)
-        return 1
+        return df, source
     if source != folder:
         print(f"reading the published rows {source} ({df.run_id.nunique()} runs)")
-    df = df.assign(source=None)
-    if beside:
-        df = pd.concat([df, *beside], ignore_index=True)
+    return pd.concat([df.assign(source=None), *beside], ignore_index=True), source
+
+
+def check_metric(p: argparse.ArgumentParser, args, df: pd.DataFrame) -> None:
+    """Exit with the valid choices when --metric names no ranked metric of the stored rows."""
     ranked = sorted(set(df.metric[df.higher_is_better.notna()]))  # each row stores its metric's direction
     if args.metric is not None and args.metric not in ranked:
         why = ("a measurement with no better direction, not a score" if args.metric in set(df.metric)
-               else f"no stored row under {folder} has it")
+               else f"no stored row under {Path(args.results) / args.sweep} has it")
         p.exit(2, f"{p.prog}: error: --metric {args.metric!r}: {why}; valid: {', '.join(ranked)}\n")
-    r = render.build(df, args.sweep, args.tie, args.threshold, args.metric, source=str(source))
+
+
+def publish(r: dict, args) -> Path:
+    """Write the built report ``r`` under --out, print its MRR, and log it to W&B when asked."""
     if r["warning"]:
         print(f"warning: {r['warning']}", file=sys.stderr)
     out = render.save(r, Path(args.out) / args.sweep)
@@ -83,6 +89,22 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report") ->
                            results_dir=args.results)
         print(f"W&B ({args.wandb}): {where}")
     print(f"report: {out}/index.md, {out}/index.html")
+    return out
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m suite.report") -> int:
+    p = parser(prog)
+    args = p.parse_args(argv)
+    if (problem := files.sweep_name_problem(args.sweep)) is not None:  # it names a folder under --out too
+        p.exit(2, f"{p.prog}: error: sweep {problem}\n")
+    df, source = read_rows(p, args)
+    if df.empty:
+        folder = Path(args.results) / args.sweep
+        where = folder if args.source == "results" else f"{folder} or {shipped.path_of(args.sweep, args.published)}"
+        print(f"no results under {where}", file=sys.stderr)
+        return 1
+    check_metric(p, args, df)
+    publish(render.build(df, args.sweep, args.tie, args.threshold, args.metric, source=str(source)), args)
     return 0
 
 

@@ -72,11 +72,12 @@ def provenance(df: pd.DataFrame, source: str | None = None) -> dict:
 
 def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = tables.EFFECTIVE_AT,
           metric: str | None = None, source: str | None = None) -> dict:
-    """Every table of the report, computed once. ``metric``: score every task by this metric
-    instead of the task's own headline metric."""
-    board = tables.leaderboard(df, metric)
-    splits = tables.split_boards(df, metric)
-    mrr = tables.mrr_intervals(df, tie, metric)
+    """Every table of the report, each computed once from the headline rows and the board built
+    from them. ``metric``: score every task by this metric instead of the task's own headline metric."""
+    rows = tables.primary(df, metric)
+    board = tables.board_of(rows)
+    splits = tables.split_boards(df, metric, rows)
+    mrr = tables.mrr_intervals(board, rows, tie)
     power = tables.power(board)
     half = tables.first_ood_half_widths(board)
     runs = board.drop_duplicates(["scheme", "task"])
@@ -91,7 +92,7 @@ def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = tab
         "half_median": half.median() if len(half) else float("nan"), "half_max": half.max() if len(half) else float("nan"),
         "not_learned": int(runs.not_learned.sum()), "runs": int(runs.runs.sum()),
         "mrr_marks": _mrr_marks(board),
-        "breakdowns": {c: tables.breakdown(df, c, metric) for c in tables.varied(df)},
+        "breakdowns": {c: tables.breakdown(rows, c) for c in tables.varied(df)},
         "splits": splits,
         "recency": tables.recency_table(df), "recency_plot": plot_recency(df), "profile_plot": plot_profiles(df),
         "provenance": provenance(df, source), "code_groups": tables.code_groups(df), "warning": tables.stale_code_warning(df),

@@ -151,11 +151,16 @@ def _cell(g: pd.DataFrame) -> pd.Series:
 
 
 def leaderboard(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
-    """Long table ``scheme, task, eval_len, mean, std, n, ci_low, ci_high, metric, train_len, config,
-    status``: n is the number of seeds with a value, the interval is ``stats.t_interval`` over seeds
+    """``board_of`` the ``primary`` rows of ``df``."""
+    return board_of(primary(df, metric))
+
+
+def board_of(d: pd.DataFrame) -> pd.DataFrame:
+    """Long table ``scheme, task, eval_len, mean, std, n, ci_low, ci_high, metric``, the metric's
+    stored declaration, ``train_len, config, status, not_learned, runs`` from ``primary`` rows: n
+    is the number of seeds with a value, the interval is ``stats.t_interval`` over seeds
     (``stats.wilson_interval`` over the run's examples when one seed has a value), status is ``ok``
     or why the cell is empty."""
-    d = primary(df, metric)
     cols = ["scheme", "task", "eval_len", "mean", "std", "n", "ci_low", "ci_high", "metric", *DECLARED, "train_len",
             "config", "status", "not_learned", "runs"]
     if d.empty:
@@ -198,18 +203,20 @@ def learned_mark(not_learned_count: int, runs: int) -> str:
     return f" ({int(not_learned_count)} of {int(runs)} not learned)" if not_learned_count else ""
 
 
-def split_boards(df: pd.DataFrame, metric: str | None = None) -> dict[tuple[str, str], pd.DataFrame]:
+def split_boards(df: pd.DataFrame, metric: str | None = None,
+                 rows: pd.DataFrame | None = None) -> dict[tuple[str, str], pd.DataFrame]:
     """``{(task, split): leaderboard}`` for every task whose rows carry evaluation splits (slices
     ``split=<name>`` alone, e.g. flip-flop's in_dist, sparse and dense): the headline metric over the
     examples of that split only, a board like ``leaderboard``'s. Splits are scored apart because the
-    overall score mixes distributions the model was and was not trained on."""
+    overall score mixes distributions the model was and was not trained on. ``rows``: the
+    ``primary`` rows of ``df``, when already built."""
     if df.empty:
         return {}
     d = df[df.slice.str.startswith(f"{SPLIT}=")]
     d = d[d.slice.map(lambda s: list(parse_slice(s)) == [SPLIT]).astype(bool)]
     if d.empty:
         return {}
-    whole = not_learned(primary(df, metric))  # learning is judged on the whole task, never on one split
+    whole = not_learned(primary(df, metric) if rows is None else rows)  # learned: on the whole task, never one split
     out = {}
     for (task, s), g in d.groupby(["task", "slice"], sort=True):
         board = leaderboard(g.assign(slice="all"), metric).drop(columns=["not_learned", "runs"])
@@ -321,20 +328,20 @@ def _bootstrap_scores(d: pd.DataFrame, schemes, cells, reps: int, seed: int) -> 
     return out
 
 
-def mrr_intervals(df: pd.DataFrame, tie: str = "min", metric: str | None = None,
+def mrr_intervals(board: pd.DataFrame, rows: pd.DataFrame, tie: str = "min",
                   reps: int = BOOTSTRAP_REPS, seed: int = BOOTSTRAP_SEED) -> pd.DataFrame:
-    """``mrr`` of the sweep's leaderboard with 95 % percentile bootstrap intervals (Efron and
-    Tibshirani 1993): each of ``reps`` replicates resamples every (scheme, task)'s runs with
-    replacement, recomputes cell means, ranks and both MRRs; a fixed ``seed`` makes it reproducible.
+    """``mrr`` of ``board`` (``board_of(rows)``, built once by the caller) with 95 % percentile
+    bootstrap intervals (Efron and Tibshirani 1993): each of ``reps`` replicates resamples every
+    (scheme, task)'s runs in ``rows`` (the board's ``primary`` rows) with replacement, recomputes
+    cell means, ranks and both MRRs; a fixed ``seed`` makes it reproducible.
 
     Columns ``scheme, mrr_ood, mrr_ood_low, mrr_ood_high, mrr_all, mrr_all_low, mrr_all_high,
     cells_ood, cells_all, overlaps_next`` sorted by OOD MRR; ``overlaps_next`` says whether a
     scheme's OOD interval overlaps the next-ranked scheme's ("yes"/"no", "" for the last).
     """
     _check_tie(tie)
-    board = leaderboard(df, metric)
     schemes, cells, _, present, ood, signs = _arrays(board)
-    samples = _bootstrap_scores(primary(df, metric), schemes, cells, reps, seed)
+    samples = _bootstrap_scores(rows, schemes, cells, reps, seed)
     b_ood, b_all = _mrr(samples, present, ood, tie, signs)
     out = mrr(board, tie).set_index("scheme").loc[schemes]
     for name, b in (("mrr_ood", b_ood), ("mrr_all", b_all)):
@@ -485,9 +492,10 @@ def effective_length(board: pd.DataFrame, threshold: float = EFFECTIVE_AT) -> pd
     return t.loc[[s for s in scheme_order(board) if s in t.index]]
 
 
-def breakdown(df: pd.DataFrame, column: str, metric: str | None = None) -> pd.DataFrame:
-    """Mean headline score by ``column`` x length ratio, over schemes, tasks and seeds."""
-    d = primary(df, metric)
+def breakdown(rows: pd.DataFrame, column: str) -> pd.DataFrame:
+    """Mean headline score by ``column`` x length ratio, over schemes, tasks and seeds, of
+    ``primary`` rows."""
+    d = rows.copy()
     d[column] = d[column].map(str)  # keeps None ("no window") as a row of its own
     t = d.pivot_table(index=column, columns="len_ratio", values="value", aggfunc="mean")
     t.columns = [ratio_header(c) for c in t.columns]
