@@ -4,7 +4,9 @@ Mutation checks: in suite/report/tables.py _arrays, OOD eval_len > train_len -> 
 makes test_mrr_with_ties_by_hand fail; KINDS (suite/model/span_kinds.py) chunk "c" -> "w", or "chunk" left out of
 BREAKDOWN_COLUMNS, makes test_a_chunk_is_labelled_c_and_broken_down_apart_from_windows fail; split_boards
 reading the split rows without relabelling them "all" makes
-test_evaluation_splits_are_scored_apart_and_other_slices_are_not_boards fail."""
+test_evaluation_splits_are_scored_apart_and_other_slices_are_not_boards fail; in tie_ranks, a win by
+diff >= margin -> diff > margin, or in power, gaps < tied_below -> gaps <= tied_below, makes
+test_two_means_exactly_the_margin_apart_are_not_tied_and_just_under_it_are fail."""
 import math
 import re
 
@@ -58,6 +60,23 @@ def test_means_closer_than_the_margin_share_a_rank_in_the_mrr_as_in_the_power_ta
     tied = _board([("a", "copy", 64, 0.402, 0, 2), ("b", "copy", 64, 0.398, 0, 2), ("c", "copy", 64, 0.395, 0, 2)])
     assert tables.power(tied.assign(metric="token_accuracy")).tied_cells.tolist() == [1]
     assert set(tables.mrr(tied).mrr_all) == {1.0}
+
+
+def test_two_means_exactly_the_margin_apart_are_not_tied_and_just_under_it_are():
+    # 0.02 - 0.01 is exactly TIED_BELOW in binary floating point (0.02 is 0.01 doubled); one ulp more
+    # on the lower mean leaves the gap just under it
+    import numpy as np
+
+    assert 0.02 - 0.01 == tables.TIED_BELOW == 0.01
+    under = float(np.nextafter(0.01, 1.0))
+    assert 0.02 - under < tables.TIED_BELOW
+    for low, ranks, tied in ((0.01, {"a": 1, "b": 2}, 0), (under, {"a": 1, "b": 1}, 1)):
+        board = _board([("a", "copy", 64, 0.02, 0, 2), ("b", "copy", 64, low, 0, 2)]).assign(metric="token_accuracy")
+        got = tables.mrr(board, tie="min").set_index("scheme").mrr_all
+        assert got.to_dict() == {s: 1 / r for s, r in ranks.items()}, low
+        assert tables.power(board).tied_cells.tolist() == [tied], low  # the same rule in the power table
+    average = tables.mrr(_board([("a", "copy", 64, 0.02, 0, 2), ("b", "copy", 64, under, 0, 2)]), tie="average")
+    assert average.set_index("scheme").mrr_all.to_dict() == {"a": 1 / 1.5, "b": 1 / 1.5}
 
 
 def _row(run, scheme, seed, task, eval_len, value, status="ok", pattern="uniform", metric="token_accuracy",
