@@ -24,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from suite.files import result_path, write_json_atomic
+from suite.registry import package_modules
 from suite.model.span_kinds import KINDS
 from suite.results.metrics import METRICS
 
@@ -240,7 +241,7 @@ def task_headlines(folder: Path = TASKS_DIR) -> dict[str, str]:
     class-level ``name = "..."`` and ``primary_metric = "..."``, the latter possibly inherited), so
     reading stored rows runs no task code."""
     classes: dict[str, tuple[dict, list[str]]] = {}
-    for path in sorted(Path(folder).glob("*.py")):
+    for path in package_modules(Path(folder)):
         for node in ast.parse(path.read_text()).body:
             if isinstance(node, ast.ClassDef):
                 own = {s.targets[0].id: s.value.value for s in node.body if isinstance(s, ast.Assign)
