@@ -117,10 +117,12 @@ class RunLifecycle:
                                       ("diverged_at_step", result.steps_done)]]
 
     def store(self, result: TrainResult, rows: list[dict]) -> Path:
-        """The result file first, then what is optional (W&B rows); one line says how it ended."""
+        """The result file first, then what is optional (W&B rows); one line says how it ended. Each
+        row names its task's headline metric, so the stored run ranks without the task's code."""
         wall = time.perf_counter() - self.t0
         stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        rows = [{**row, "wall_s": round(wall, 2), "timestamp": stamp} for row in rows]
+        headline = {t.name: task.primary_metric for t, task in self.tasks}
+        rows = [{**row, "headline": headline[row["task"]], "wall_s": round(wall, 2), "timestamp": stamp} for row in rows]
         meta = {**self.columns, "timing": {k: round(v, 3) for k, v in self.timing.items()}, "wall_s": round(wall, 2),
                 "timestamp": stamp, "train_status": result.status, "resumed_from": result.resumed_from,
                 "final_loss": result.final_loss, "processes": distributed.world_size() if distributed.active() else 1,

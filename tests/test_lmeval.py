@@ -1,7 +1,9 @@
 """lm-eval integration: the ``posbench`` model, the ``posbench_*`` tasks and ``python -m suite.lmeval``.
 
-Mutation check: in suite/lmeval/tasks.py score, string_match_part any(hits) -> all(hits) makes
-test_scores fail."""
+Mutation checks: in suite/lmeval/tasks.py score, string_match_part any(hits) -> all(hits) makes
+test_scores fail; PosBenchTask (suite/lmeval/task_class.py) passing the YAML's metric_list on without
+with_directions makes test_every_tasks_headline_metric_is_offered_to_lm_eval fail (lm-eval gives
+string_match_all no direction)."""
 import json
 import os
 import re
@@ -367,6 +369,21 @@ def test_every_tasks_headline_metric_is_offered_to_lm_eval(name):
     task = TaskManager(include_path=str(include_dir()), include_defaults=False,
                        metadata={"lengths": [32], "n_examples": 1}).load([f"posbench_{name}"])["tasks"][f"posbench_{name}"]
     assert T.task_of(name).build().primary_metric in task.aggregation()
+    # every metric's direction is the suite's declaration (lm-eval's registry for its own acc)
+    from lm_eval.api.registry import is_higher_better
+    from suite.results.metrics import METRICS
+
+    assert task.higher_is_better() == {m: METRICS[m].higher_is_better if m in METRICS else is_higher_better(m)
+                                       for m in task.aggregation()}
+    assert None not in task.higher_is_better().values()
+
+
+def test_the_templates_state_no_metric_direction():
+    """Directions have one home, suite/results/metrics.py; the templates name metrics and aggregations."""
+    from suite.lmeval.yamls import TEMPLATES
+
+    assert len(list(TEMPLATES.glob("_*_template"))) == 5
+    assert not [p.name for p in TEMPLATES.glob("_*_template") if "higher_is_better" in p.read_text()]
 
 
 @pytest.fixture(scope="module")

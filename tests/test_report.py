@@ -1,10 +1,12 @@
 """Leaderboard tables against hand-computed values, and a report built from a fixture store.
 
 Mutation checks: in suite/report/tables.py _arrays, OOD eval_len > train_len -> eval_len >= train_len
-makes test_mrr_with_ties_by_hand fail; KINDS (suite/model/span/base.py) chunk "c" -> "w", or "chunk" left out of
+makes test_mrr_with_ties_by_hand fail; KINDS (suite/model/span_kinds.py) chunk "c" -> "w", or "chunk" left out of
 BREAKDOWN_COLUMNS, makes test_a_chunk_is_labelled_c_and_broken_down_apart_from_windows fail; split_boards
 reading the split rows without relabelling them "all" makes
-test_evaluation_splits_are_scored_apart_and_other_slices_are_not_boards fail."""
+test_evaluation_splits_are_scored_apart_and_other_slices_are_not_boards fail; in tie_ranks, a win by
+diff >= margin -> diff > margin, or in power, gaps < tied_below -> gaps <= tied_below, makes
+test_two_means_exactly_the_margin_apart_are_not_tied_and_just_under_it_are fail."""
 import math
 import re
 
@@ -60,6 +62,23 @@ def test_means_closer_than_the_margin_share_a_rank_in_the_mrr_as_in_the_power_ta
     assert set(tables.mrr(tied).mrr_all) == {1.0}
 
 
+def test_two_means_exactly_the_margin_apart_are_not_tied_and_just_under_it_are():
+    # 0.02 - 0.01 is exactly TIED_BELOW in binary floating point (0.02 is 0.01 doubled); one ulp more
+    # on the lower mean leaves the gap just under it
+    import numpy as np
+
+    assert 0.02 - 0.01 == tables.TIED_BELOW == 0.01
+    under = float(np.nextafter(0.01, 1.0))
+    assert 0.02 - under < tables.TIED_BELOW
+    for low, ranks, tied in ((0.01, {"a": 1, "b": 2}, 0), (under, {"a": 1, "b": 1}, 1)):
+        board = _board([("a", "copy", 64, 0.02, 0, 2), ("b", "copy", 64, low, 0, 2)]).assign(metric="token_accuracy")
+        got = tables.mrr(board, tie="min").set_index("scheme").mrr_all
+        assert got.to_dict() == {s: 1 / r for s, r in ranks.items()}, low
+        assert tables.power(board).tied_cells.tolist() == [tied], low  # the same rule in the power table
+    average = tables.mrr(_board([("a", "copy", 64, 0.02, 0, 2), ("b", "copy", 64, under, 0, 2)]), tie="average")
+    assert average.set_index("scheme").mrr_all.to_dict() == {"a": 1 / 1.5, "b": 1 / 1.5}
+
+
 def _row(run, scheme, seed, task, eval_len, value, status="ok", pattern="uniform", metric="token_accuracy",
          config=None, digest="d1", steps=10, n=10, train_len=32):
     return {"run_id": run, "sweep": "fx", "spec_hash": run, "config_hash": config or f"cfg-{scheme}",
@@ -71,12 +90,13 @@ def _row(run, scheme, seed, task, eval_len, value, status="ok", pattern="uniform
 
 
 def frame(rows) -> pd.DataFrame:
-    """Rows as the store loads them (every column, in order)."""
-    return pd.DataFrame(rows, columns=store.COLUMNS)
+    """Rows as the store loads them (every column, in order; the metric declarations and headline
+    filled as for rows stored without them)."""
+    return pd.DataFrame(store.described(rows), columns=store.COLUMNS)
 
 
-@pytest.fixture
-def fixture_store(tmp_path):
+def write_fixture(tmp_path, metric: str = "token_accuracy"):
+    """Four copy runs, scored at 32 and 64 by ``metric`` and at 32 by exact match, and a junk file."""
     runs = {
         "rope-0": [("rope", 0, 32, 1.0), ("rope", 0, 64, 0.2)],
         "rope-1": [("rope", 1, 32, 0.8), ("rope", 1, 64, 0.4)],
@@ -84,7 +104,7 @@ def fixture_store(tmp_path):
         "learned-0": [("learned", 0, 32, 0.95), ("learned", 0, 64, math.nan, "unsupported")],
     }
     for run, cells in runs.items():
-        rows = [_row(run, c[0], c[1], "copy", c[2], c[3], *(c[4:] or ["ok"])) for c in cells]
+        rows = [_row(run, c[0], c[1], "copy", c[2], c[3], *(c[4:] or ["ok"]), metric=metric) for c in cells]
         # exact match is not copy's headline metric: only --metric exact_match reads it
         rows.append(_row(run, cells[0][0], cells[0][1], "copy", 32, 0.5, metric="exact_match"))
         spec = spec_for(rows, model={"layers": [{"position": cells[0][0], "span": "full"}]})
@@ -93,6 +113,11 @@ def fixture_store(tmp_path):
         store.write_run(tmp_path, "fx", run, {"run_id": run, "sweep": "fx", "spec": spec}, rows)
     (tmp_path / "fx" / "junk.json").write_text("{not json")
     return tmp_path
+
+
+@pytest.fixture
+def fixture_store(tmp_path):
+    return write_fixture(tmp_path)
 
 
 def test_report_tables_from_a_fixture_store(fixture_store, tmp_path):
@@ -104,12 +129,15 @@ def test_report_tables_from_a_fixture_store(fixture_store, tmp_path):
     assert board.loc[("rope", 32), "std"] == pytest.approx(pd.Series([1.0, 0.8]).std())
     assert board.loc[("rope", 64), "n"] == 2 and board.loc[("alibi", 64), "n"] == 1
     assert board.loc[("learned", 64), "n"] == 0 and board.loc[("learned", 64), "status"] == "unsupported"
-    # two seeds: Student-t, 0.9 ± 12.706 * 0.1414 / sqrt(2), clipped to [0, 1]; one seed: Wilson over 10 examples
+    # two seeds: Student-t, 0.9 ± 12.706 * 0.1414 / sqrt(2), clipped to [0, 1]; one seed of token accuracy
+    # (answer tokens pooled over examples, not a share of examples): no interval
     assert (board.loc[("rope", 32), "ci_low"], board.loc[("rope", 32), "ci_high"]) == (0.0, 1.0)
-    assert board.loc[("alibi", 32), "ci_low"] == pytest.approx(0.5958, abs=1e-4)
-    assert board.loc[("alibi", 32), "ci_high"] == pytest.approx(0.9821, abs=1e-4)
-    assert tables.leaderboard(df, metric="exact_match").set_index(["scheme", "eval_len"]).loc[
-        ("rope", 32), "mean"] == pytest.approx(0.5)
+    assert math.isnan(board.loc[("alibi", 32), "ci_low"]) and math.isnan(board.loc[("alibi", 32), "ci_high"])
+    exact = tables.leaderboard(df, metric="exact_match").set_index(["scheme", "eval_len"])
+    assert exact.loc[("rope", 32), "mean"] == pytest.approx(0.5)
+    # one seed of exact match (a share of examples): Wilson over its 10 examples,
+    # (0.5 + 1.92/10 ± 1.96 * sqrt(0.025 + 3.8415/400)) / (1 + 3.8415/10)
+    assert (exact.loc[("alibi", 32), "ci_low"], exact.loc[("alibi", 32), "ci_high"]) == pytest.approx((0.2366, 0.7634), abs=1e-4)
     mrr = tables.mrr(tables.leaderboard(df)).set_index("scheme")
     # 32: rope 0.9, alibi 0.9 (tie, rank 2), learned 0.95 (rank 1) -> learned 1, rope 1/2, alibi 1/2
     # 64 (OOD): alibi 0.7 (1), rope 0.3 (2), learned unsupported (3)
@@ -131,12 +159,13 @@ def test_report_tables_from_a_fixture_store(fixture_store, tmp_path):
     assert not re.search(r"\d\.\d{5,}", text)  # rounded to 4 decimals
     csv = pd.read_csv(out / "leaderboard.csv")
     assert list(csv.columns) == render.BOARD_CSV and len(csv) == 6
-    assert csv.set_index(["scheme", "eval_len"]).loc[("alibi", 32), "ci_low"] == 0.5958
+    assert math.isnan(csv.set_index(["scheme", "eval_len"]).loc[("alibi", 32), "ci_low"])
     m = pd.read_csv(out / "mrr.csv")
     assert list(m.columns) == ["scheme", "mrr_ood", "mrr_ood_low", "mrr_ood_high", "mrr_all", "mrr_all_low",
                                "mrr_all_high", "cells_ood", "cells_all"] and m.scheme.iloc[0] == "alibi"
     md = (out / "index.md").read_text()
-    assert "tied schemes share the best rank" in md and "closer than 0.01 are tied" in md and "unsupported" in md and "0.90 [0.60, 0.98]" in md
+    assert "tied schemes share the best rank" in md and "closer than 0.01 are tied" in md and "unsupported" in md and "0.90 [0.00, 1.00]" in md
+    assert re.search(r"\| alibi +\| 0\.90 +\| 0\.70 +\|", md)  # one seed of token accuracy: the mean alone
     assert "| copy   | token_accuracy |" in md and "Student-t" in md and "Wilson" in md
     assert "## Power" in md and "overlaps next" in md and "Warning" not in md
     assert "- training: one model per task; 10 steps; training length 32 tokens" in md
@@ -164,16 +193,17 @@ def test_a_run_below_the_learning_bar_at_l_is_marked_in_every_table(fixture_stor
     assert (power.loc["copy", "not_learned"], power.loc["copy", "runs"]) == (1, 4)
 
 
-def test_power_reports_the_interval_half_widths_at_the_first_length_beyond_l(fixture_store):
-    # at 64 (the first length beyond 32): rope's two seeds 0.2, 0.4 give a t interval clipped to [0, 1]
-    # (half-width 0.5); alibi's one seed 0.7 over 10 examples a Wilson interval [0.3968, 0.8922] (0.2477);
-    # learned has no score there. Median (0.5 + 0.2477) / 2, largest 0.5.
+def test_power_reports_the_interval_half_widths_at_the_first_length_beyond_l(tmp_path):
+    # the fixture scored by a share of examples. At 64 (the first length beyond 32): rope's two seeds
+    # 0.2, 0.4 give a t interval clipped to [0, 1] (half-width 0.5); alibi's one seed 0.7 over 10
+    # examples a Wilson interval [0.3968, 0.8922] (0.2477); learned has no score there. Median
+    # (0.5 + 0.2477) / 2, largest 0.5.
     with pytest.warns(UserWarning, match="junk.json"):
-        df = store.load(fixture_store / "fx")
-    power = tables.power(tables.leaderboard(df)).set_index("task")
+        df = store.load(write_fixture(tmp_path, "string_match_part") / "fx")
+    power = tables.power(tables.leaderboard(df, "string_match_part")).set_index("task")
     assert power.loc["copy", "max_half_width"] == pytest.approx(0.5)
     assert power.loc["copy", "median_half_width"] == pytest.approx((0.5 + 0.2477) / 2, abs=1e-4)
-    r = render.build(df, "fx")
+    r = render.build(df, "fx", metric="string_match_part")
     assert r["half_median"] == pytest.approx((0.5 + 0.2477) / 2, abs=1e-4) and r["half_max"] == pytest.approx(0.5)
     assert "the median is 0.374 and the largest 0.500" in render.markdown(r)
 
@@ -211,9 +241,9 @@ def test_a_chunk_is_labelled_c_and_broken_down_apart_from_windows(tmp_path):
     labels = sorted(df.apply(tables.scheme_label, axis=1))
     assert labels == ["command_a w=16", "llama4 c=16", "rope chunked c=8", "rope swa w=8"]
     assert {"window", "chunk"} <= set(tables.varied(df))
-    by_chunk = tables.breakdown(df, "chunk")["1x train length"]
+    by_chunk = tables.breakdown(tables.primary(df), "chunk")["1x train length"]
     assert by_chunk.to_dict() == pytest.approx({"8": 0.6, "16": 0.2, "None": 0.6})  # None: the two window runs
-    by_window = tables.breakdown(df, "window")["1x train length"]
+    by_window = tables.breakdown(tables.primary(df), "window")["1x train length"]
     assert by_window.to_dict() == pytest.approx({"8": 0.8, "16": 0.4, "None": 0.4})
 
 
@@ -268,4 +298,4 @@ def test_a_breakdown_by_window_lists_windows_in_numeric_order_and_no_window_last
     windows = [16, 4, None, 8]
     df = frame([_row(f"w{w}", "rope", 0, "copy", 32, 0.5) for w in windows])
     df["window"] = pd.Series(windows, dtype=object)  # as the store loads it: integers, None for no window
-    assert list(tables.breakdown(df, "window").index) == ["4", "8", "16", "None"]
+    assert list(tables.breakdown(tables.primary(df), "window").index) == ["4", "8", "16", "None"]

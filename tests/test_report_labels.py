@@ -73,7 +73,7 @@ def test_runs_that_differ_in_steps_are_separate_rows_and_n_counts_seeds(tmp_path
 def _alibi_rows(config, spans, window, steps, value, spec):
     from tests.test_report import _row
     rows = [_row(f"{config}-s{seed}", "alibi", seed, "copy", 32, value, config=config, steps=steps) for seed in (0, 1)]
-    return [{**r, "spans": spans, "window": window, "spec": json.dumps(spec, sort_keys=True)} for r in rows]
+    return store.described([{**r, "spans": spans, "window": window, "spec": json.dumps(spec, sort_keys=True)} for r in rows])
 
 
 def test_configurations_of_one_scheme_name_the_steps_even_when_their_spans_differ():

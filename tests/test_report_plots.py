@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 
 from suite.report import plots, render, tables
+from suite.results import store
 from tests.test_report import _row, frame
 
 ZOO = ["alibi", "cope", "fire", "kerple", "learned", "nope", "p-rope", "randomized", "rope", "sinusoidal", "t5",
@@ -58,9 +59,9 @@ def test_thirteen_schemes_get_thirteen_colours_and_thirteen_markers(figures):
 
 def test_a_scheme_keeps_its_look_in_every_plot_of_a_report(figures, tmp_path):
     # alibi only on copy: with a style per plot, rope and t5 would shift colour between copy and vt
-    rows = [_row(f"{s}-{t}", s, 0, t, 32, 0.9, metric=tables.headline_metric(t)) for t in ("copy", "vt")
+    rows = [_row(f"{s}-{t}", s, 0, t, 32, 0.9, metric=store.task_headlines()[t]) for t in ("copy", "vt")
             for s in ("rope", "t5")]
-    rows += [_row("alibi-copy", "alibi", 0, "copy", 32, 0.9, metric=tables.headline_metric("copy"))]
+    rows += [_row("alibi-copy", "alibi", 0, "copy", 32, 0.9, metric=store.task_headlines()["copy"])]
     render.save(render.build(frame(rows), "fx"), tmp_path / "fx")
     by_title = {f.axes[0].get_title(): looks(f) for f in figures if f.axes and f.axes[0].get_title() in ("copy", "vt")}
     assert set(by_title["copy"]) == {"alibi", "rope", "t5"} and set(by_title["vt"]) == {"rope", "t5"}

@@ -24,11 +24,11 @@ from suite.report import plots, render, tables
 from tests.test_report import _row, frame
 
 
-def _df():
+def _df(metric="token_accuracy"):
     cells = [("rope", 32, 0.9), ("rope", 64, 0.2), ("alibi", 32, 0.8), ("alibi", 64, 0.6),
              ("learned", 32, 1.0), ("learned", 64, math.nan, "unsupported"),
              ("t5", 32, math.nan, "diverged"), ("t5", 64, math.nan, "diverged")]
-    return frame([_row(f"{c[0]}-0", c[0], 0, "copy", c[1], c[2], *(c[3:] or ["ok"])) for c in cells])
+    return frame([_row(f"{c[0]}-0", c[0], 0, "copy", c[1], c[2], *(c[3:] or ["ok"]), metric=metric) for c in cells])
 
 
 def test_task_table_has_named_lengths_dashes_for_unsupported_and_best_rows_first():
@@ -38,7 +38,9 @@ def test_task_table_has_named_lengths_dashes_for_unsupported_and_best_rows_first
     # alibi scores 0.8 at L and t5 nothing (diverged): neither has learned the task, and their rows say so
     assert list(t.index) == ["alibi (1 of 1 not learned)", "rope", "learned", "t5 (1 of 1 not learned)"]
     assert t.loc["learned", "64 (2x)"] == "-" and t.loc["t5 (1 of 1 not learned)", "32 (1x)"] == "diverged"
-    assert t.loc["alibi (1 of 1 not learned)", "64 (2x)"].startswith("0.60 [")
+    assert t.loc["alibi (1 of 1 not learned)", "64 (2x)"] == "0.60"  # one seed of token accuracy: no interval
+    shares = tables.pivot(tables.leaderboard(_df("exact_match"), "exact_match"), "copy")
+    assert re.fullmatch(r"0\.60 \[0\.\d\d, 0\.\d\d\]", shares.loc["alibi (1 of 1 not learned)", "64 (2x)"])  # Wilson
 
 
 def test_effective_length_reads_tokens_or_a_dash_for_never():
@@ -49,7 +51,7 @@ def test_effective_length_reads_tokens_or_a_dash_for_never():
 
 def test_breakdown_and_recency_columns_are_named():
     df = _df()
-    assert list(tables.breakdown(df, "spans").columns) == ["1x train length", "2x train length"]
+    assert list(tables.breakdown(tables.primary(df), "spans").columns) == ["1x train length", "2x train length"]
 
 
 def test_every_html_table_has_one_header_row_and_the_summary_comes_first(tmp_path):

@@ -76,7 +76,7 @@ def test_the_mrr_bootstrap_interval_is_the_95_percent_percentile_interval_of_its
         return real(samples, *args, **kwargs)
 
     monkeypatch.setattr(stats, "percentile_interval", spy)
-    got = tables.mrr_intervals(df, reps=400).set_index("scheme")
+    got = tables.mrr_intervals(tables.leaderboard(df), tables.primary(df), reps=400).set_index("scheme")
     replicates = seen[0]  # OOD MRR, (reps, schemes) in the board's scheme order
     order = sorted(got.index)
     for i, scheme in enumerate(order):
@@ -88,11 +88,11 @@ def test_bootstrap_interval_contains_the_estimate_and_is_reproducible():
     df = _seeded({"a": [(0.9, 0.5, 0.2), (0.8, 0.7, 0.4), (1.0, 0.3, 0.1)],
                   "b": [(0.7, 0.6, 0.3), (0.9, 0.4, 0.3), (0.8, 0.5, 0.2)],
                   "c": [(0.6, 0.1, 0.0), (0.5, 0.2, 0.0), (0.7, 0.0, 0.0)]})
-    got = tables.mrr_intervals(df, reps=300)
+    got = tables.mrr_intervals(tables.leaderboard(df), tables.primary(df), reps=300)
     for name in ("mrr_ood", "mrr_all"):
         assert (got[f"{name}_low"] <= got[name]).all() and (got[name] <= got[f"{name}_high"]).all()
     assert (got.mrr_ood_low < got.mrr_ood_high).any()  # the seeds disagree: some interval has width
-    assert got.equals(tables.mrr_intervals(df, reps=300))
+    assert got.equals(tables.mrr_intervals(tables.leaderboard(df), tables.primary(df), reps=300))
     point = tables.mrr(tables.leaderboard(df))
     assert got[["scheme", "mrr_ood", "mrr_all"]].equals(point[["scheme", "mrr_ood", "mrr_all"]])
     # c is last in every replicate (below a and b at every length in every seed): OOD MRR exactly 1/3
@@ -104,7 +104,7 @@ def test_bootstrap_interval_contains_the_estimate_and_is_reproducible():
 
 def test_bootstrap_is_degenerate_when_every_seed_agrees():
     df = _seeded({"a": [(0.9, 0.5, 0.2)] * 3, "b": [(0.8, 0.6, 0.3)] * 3, "c": [(0.5, 0.1, 0.0)] * 2})
-    got = tables.mrr_intervals(df, reps=200)
+    got = tables.mrr_intervals(tables.leaderboard(df), tables.primary(df), reps=200)
     assert (got.mrr_ood_low == got.mrr_ood).all() and (got.mrr_ood_high == got.mrr_ood).all()
     assert (got.mrr_all_low == got.mrr_all).all() and (got.mrr_all_high == got.mrr_all).all()
     assert got.set_index("scheme").mrr_ood.to_dict() == pytest.approx({"a": 1 / 2, "b": 1, "c": 1 / 3})
@@ -154,7 +154,7 @@ def test_a_loss_ranks_lowest_first_and_its_intervals_are_not_clipped_to_one():
     m = tables.mrr(board)
     assert list(m.scheme) == ["rope", "alibi"] and list(m.mrr_ood) == [1.0, 0.5] and list(m.mrr_all) == [1.0, 0.5]
     assert tables.scheme_order(board) == ["rope", "alibi"]
-    assert list(tables.mrr_intervals(df, metric="loss").scheme) == ["rope", "alibi"]
+    assert list(tables.mrr_intervals(tables.leaderboard(df, "loss"), tables.primary(df, "loss")).scheme) == ["rope", "alibi"]
     # a share still ranks highest first on the same board code
     shares = tables.leaderboard(frame([{**r, "metric": "token_accuracy", "value": r["value"] / 10} for r in rows]))
     assert list(tables.mrr(shares).scheme) == ["alibi", "rope"]

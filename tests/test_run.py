@@ -1,7 +1,8 @@
 """End to end: Hydra config -> spec -> model -> train -> evaluate -> results store.
 
 Mutation check: in tasks/rank.py score_candidates, counting candidates with ll >= the gold's -> ll <=
-makes test_rank_task_reports_reciprocal_rank_from_candidate_logliks fail."""
+makes test_rank_task_reports_reciprocal_rank_from_candidate_logliks fail; dropping "headline" from the rows
+RunLifecycle.store writes (suite/lifecycle.py) makes test_execute_writes_one_long_format_file_and_skips_when_rerun fail."""
 import json
 import math
 import os
@@ -41,6 +42,8 @@ def test_execute_writes_one_long_format_file_and_skips_when_rerun(tmp_path):
     assert {"exact_match", "token_accuracy", "loss"} <= set(df.metric)
     assert (df.status == "ok").all() and (df.spec_hash == spec.run_id).all() and (df.task == "copy").all()
     assert df.positions.iloc[0] == "alibi" and df.spans.iloc[0] == "full" and df.n.max() == 6
+    stored = store.read_run(path)["rows"]  # each row names copy's headline and its metric's declaration
+    assert {r["headline"] for r in stored} == {"token_accuracy"} and all(r["share"] is not None for r in stored)
     mtime = path.stat().st_mtime_ns
     assert execute(spec, results_dir=tmp_path, progress=False) == path
     assert path.stat().st_mtime_ns == mtime  # skipped, not retrained

@@ -16,7 +16,6 @@ from typing import Any, Optional
 
 from suite.model.spec import ModelSpec
 from suite.options import option
-from tasks import build_task
 
 PRECISIONS = ("fp32", "bf16")
 LOSS_ON = ("answer", "all")
@@ -70,6 +69,8 @@ class TaskSpec:
     params: tuple[tuple[str, Any], ...] = ()
 
     def build(self):
+        from tasks import build_task  # here, not at the top: reading stored specs needs no task code
+
         return build_task(self.name, **dict(self.params))
 
 

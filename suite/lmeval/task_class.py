@@ -1,7 +1,11 @@
 """The lm-eval task class of every ``posbench_*`` task: one result per length, and generation
 capped at each document's answer length.
 
-``PosBenchTask`` is lm-eval's ``ConfigurableTask`` (the YAML's ``class:``) with two additions:
+``PosBenchTask`` is lm-eval's ``ConfigurableTask`` (the YAML's ``class:``) with these additions:
+
+* **Metric directions from the suite's declarations.** The templates name each metric and its
+  aggregation; its ``higher_is_better`` comes from ``suite.results.metrics`` (lm-eval's own
+  ``acc`` from lm-eval's registry), so a direction is written once.
 
 * **A filter per length.** After the documents are built it sets ``filter_list`` to one filter
   ``len=<n>`` per example length: lm-eval's ``take_first`` followed by ``posbench_length``, which
@@ -31,8 +35,10 @@ from __future__ import annotations
 from lm_eval import utils
 from lm_eval.api.filter import Filter
 from lm_eval.api.instance import Instance
-from lm_eval.api.registry import register_filter
+from lm_eval.api.registry import is_higher_better, register_filter
 from lm_eval.api.task import ConfigurableTask
+
+from suite.results.metrics import METRICS
 
 LENGTH_FILTER = "posbench_length"
 
@@ -74,12 +80,30 @@ def token_requests(doc: dict, ctx: str, delimiter: str, metadata, first: int) ->
             for i, word in enumerate(words)]
 
 
+def with_directions(metric_list: list[dict] | None) -> list[dict] | None:
+    """``metric_list`` with each metric's ``higher_is_better`` as ``suite.results.metrics`` declares
+    it, or lm-eval's registry for a metric of lm-eval's own (``acc``); a metric with neither is an error."""
+    if metric_list is None:
+        return None
+    out = []
+    for entry in metric_list:
+        name = entry["metric"]
+        higher = METRICS[name].higher_is_better if name in METRICS else is_higher_better(name)
+        if higher is None:
+            raise ValueError(f"lm-eval metric {name!r} has no direction: declare it in suite/results/metrics.py")
+        out.append({**entry, "higher_is_better": higher})
+    return out
+
+
 class PosBenchTask(ConfigurableTask):
     """A ``posbench_*`` task: lm-eval's YAML task with a filter per length and per-document
     generation limits (module docstring)."""
 
     def __init__(self, config: dict | None = None) -> None:
-        super().__init__(config={k: v for k, v in (config or {}).items() if k != "class"})
+        config = {k: v for k, v in (config or {}).items() if k != "class"}
+        if "metric_list" in config:
+            config["metric_list"] = with_directions(config["metric_list"])
+        super().__init__(config=config)
 
     def download(self, dataset_kwargs=None, **kwargs) -> None:
         """lm-eval's download (the documents), then one ``len=<n>`` filter per length found."""

@@ -8,6 +8,7 @@ each configuration of each source in cells of its own, labelled by the source.
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -15,13 +16,11 @@ import pandas as pd
 
 from suite import files
 from suite.commandline import parser, warnings_on_stderr
-
 from suite.results import store
-from suite.results.metrics import METRICS
 from suite.report import render, tables
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m suite.report") -> int:
+def build_parser(prog: str) -> argparse.ArgumentParser:
     p = parser(prog, "Build a sweep's leaderboard.")
     p.add_argument("sweep", help="sweep name: reads <results>/<sweep>/, writes <out>/<sweep>/")
     p.add_argument("--results", default="results")
@@ -35,14 +34,17 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report") ->
                    help="MRR tie rule: min (ties share the best rank) or average")
     p.add_argument("--metric", default=None,
                    help="score every task by this metric (default: each task's own headline metric)")
-    p.add_argument("--threshold", type=float, default=render.THRESHOLD, help="effective-length threshold")
+    p.add_argument("--threshold", type=float, default=tables.EFFECTIVE_AT, help="effective-length threshold")
     p.add_argument("--wandb", choices=["offline", "online"], default=None,
                    help="also log the leaderboard and MRR to W&B as tables (offline: sync later)")
     p.add_argument("--project", default=None, help="W&B project for --wandb (default: the config's logger.project)")
     p.add_argument("--entity", default=None, help="W&B entity for --wandb (default: the config's logger.entity)")
-    args = p.parse_args(argv)
-    if (problem := files.sweep_name_problem(args.sweep)) is not None:  # it names a folder under --out too
-        p.exit(2, f"{p.prog}: error: sweep {problem}\n")
+    return p
+
+
+def read_rows(p: argparse.ArgumentParser, args) -> tuple[pd.DataFrame, Path]:
+    """(the sweep's rows, with those of every --beside source; where the sweep's came from): its
+    results folder, else its shipped rows. The store's warnings are printed."""
     folder, published = Path(args.results) / args.sweep, store.shipped_path(args.sweep, args.published)
     with warnings_on_stderr():
         df = store.load(folder) if args.source != "published" and folder.is_dir() else store.load_empty()
@@ -55,20 +57,23 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report") ->
                 p.exit(2, f"{p.prog}: error: --beside {extra}: no such folder or file\n")
             beside.append(store.load(extra).assign(source=str(extra)))
     if df.empty:
-        where = folder if args.source == "results" else f"{folder} or {published}"
-        print(f"no results under {where}", file=sys.stderr)
-        return 1
+        return df, source
     if source != folder:
         print(f"reading the published rows {source} ({df.run_id.nunique()} runs)")
-    df = df.assign(source=None)
-    if beside:
-        df = pd.concat([df, *beside], ignore_index=True)
-    ranked = sorted(m for m in set(df.metric) if m in METRICS and METRICS[m].higher_is_better is not None)
+    return pd.concat([df.assign(source=None), *beside], ignore_index=True), source
+
+
+def check_metric(p: argparse.ArgumentParser, args, df: pd.DataFrame) -> None:
+    """Exit with the valid choices when --metric names no ranked metric of the stored rows."""
+    ranked = sorted(set(df.metric[df.higher_is_better.notna()]))  # each row stores its metric's direction
     if args.metric is not None and args.metric not in ranked:
-        why = ("a measurement with no better direction, not a score" if args.metric in METRICS
-               and args.metric in set(df.metric) else f"no stored row under {folder} has it")
+        why = ("a measurement with no better direction, not a score" if args.metric in set(df.metric)
+               else f"no stored row under {Path(args.results) / args.sweep} has it")
         p.exit(2, f"{p.prog}: error: --metric {args.metric!r}: {why}; valid: {', '.join(ranked)}\n")
-    r = render.build(df, args.sweep, args.tie, args.threshold, args.metric, source=str(source))
+
+
+def publish(r: dict, args) -> Path:
+    """Write the built report ``r`` under --out, print its MRR, and log it to W&B when asked."""
     if r["warning"]:
         print(f"warning: {r['warning']}", file=sys.stderr)
     out = render.save(r, Path(args.out) / args.sweep)
@@ -80,6 +85,22 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report") ->
                            results_dir=args.results)
         print(f"W&B ({args.wandb}): {where}")
     print(f"report: {out}/index.md, {out}/index.html")
+    return out
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m suite.report") -> int:
+    p = build_parser(prog)
+    args = p.parse_args(argv)
+    if (problem := files.sweep_name_problem(args.sweep)) is not None:  # it names a folder under --out too
+        p.exit(2, f"{p.prog}: error: sweep {problem}\n")
+    df, source = read_rows(p, args)
+    if df.empty:
+        folder = Path(args.results) / args.sweep
+        where = folder if args.source == "results" else f"{folder} or {store.shipped_path(args.sweep, args.published)}"
+        print(f"no results under {where}", file=sys.stderr)
+        return 1
+    check_metric(p, args, df)
+    publish(render.build(df, args.sweep, args.tie, args.threshold, args.metric, source=str(source)), args)
     return 0
 
 

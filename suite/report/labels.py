@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
+from suite.model.span_kinds import KINDS
+
 SKIP = ("seed", "sweep")  # the one thing runs in a cell may differ in, and the sweep folder a run is
 # stored in (a run copied from another sweep carries its new sweep name; the run id leaves it out)
 
@@ -84,7 +86,7 @@ def describe(spec: dict, keys: list[str]) -> str:
 
 # the settings a scheme label already shows ('alibi swa w=16'), and the code digest, which follows
 # the span and scheme chosen: never repeated in a suffix
-SHOWN = ("position.name", "span.name", "model.pattern", "span.window", "span.chunk", "code")
+SHOWN = ("position.name", "span.name", "model.pattern", *(f"span.{kind}" for kind in KINDS), "code")
 
 
 def split_labels(groups: dict[str, list[str]], specs: dict[str, Optional[dict]],

@@ -15,6 +15,7 @@ import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from suite.model.span_kinds import KINDS  # noqa: E402
 from suite.report import tables  # noqa: E402
 from suite.report.styles import Style, drawn, style_map  # noqa: E402
 
@@ -115,13 +116,13 @@ def plot_recency(df: pd.DataFrame) -> Plot | None:
     if d.empty:
         return None
     d = d[(d.site == "resid_out") & (d.layer == d.layer.max())].copy()
-    chunks = tables.size_columns(d)[1:]  # ["chunk"] when some run has chunked layers
+    window, *others = tables.size_columns(d)  # others: ["chunk"] when some run has chunked layers
     fig, ax = plt.subplots(figsize=(6, 3.6), dpi=100)
-    for key, g in d.groupby(["pattern", *chunks, "at"]):
-        pattern, at = key[0], key[-1]
-        chunk = f" c={key[1]}" if chunks and key[1] else ""
-        g = g.groupby("window").value.mean()
-        ax.plot(g.index, g.values, marker="o", ls="-" if at == "trained" else "--", label=f"{pattern}{chunk} ({at})")
+    for key, g in d.groupby(["pattern", *others, "at"]):
+        pattern, *sizes, at = key
+        extra = "".join(f" {KINDS[kind]}={size}" for kind, size in zip(others, sizes) if size)
+        g = g.groupby(window).value.mean()
+        ax.plot(g.index, g.values, marker="o", ls="-" if at == "trained" else "--", label=f"{pattern}{extra} ({at})")
     ax.set_xlabel("window (0: no window)")
     ax.set_ylabel("recency gap f(1) - f(L)")
     ax.set_title("last layer output: recency gap against window")

@@ -17,7 +17,6 @@ from suite.report.plots import Plot, plot_profiles, plot_recency, plot_summary, 
 from suite.report.styles import style_map
 from suite.files import write_atomic
 
-THRESHOLD = 0.8
 BOARD_CSV = ["scheme", "task", "eval_len", "metric", "mean", "ci_low", "ci_high", "std", "n_seeds", "status", "not_learned"]
 MRR_CSV = ["scheme", "mrr_ood", "mrr_ood_low", "mrr_ood_high", "mrr_all", "mrr_all_low", "mrr_all_high",
            "cells_ood", "cells_all"]
@@ -71,22 +70,21 @@ def provenance(df: pd.DataFrame, source: str | None = None) -> dict:
     }
 
 
-def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = THRESHOLD,
+def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = tables.EFFECTIVE_AT,
           metric: str | None = None, source: str | None = None) -> dict:
-    """Every table of the report, computed once. ``metric``: score every task by this metric
-    instead of the task's own headline metric."""
-    board = tables.leaderboard(df, metric)
-    splits = tables.split_boards(df, metric)
-    mrr = tables.mrr_intervals(df, tie, metric)
+    """Every table of the report, each computed once from the headline rows and the board built
+    from them. ``metric``: score every task by this metric instead of the task's own headline metric."""
+    rows = tables.primary(df, metric)
+    board = tables.board_of(rows)
+    splits = tables.split_boards(df, metric, rows)
+    mrr = tables.mrr_intervals(board, rows, tie)
     power = tables.power(board)
     half = tables.first_ood_half_widths(board)
     runs = board.drop_duplicates(["scheme", "task"])
     ref = references.load(sweep)
-    task_names = sorted(df.task.dropna().unique())
     return {
         "sweep": sweep, "board": board, "mrr": mrr, "tie": tie, "threshold": threshold, "metric": metric,
-        "metrics": pd.DataFrame({"task": task_names,
-                                 "metric": [tables.headline_metric(t, metric) for t in task_names]}),
+        "metrics": tables.headline_metrics(df, metric),
         "tasks": sorted(board.task.unique()), "effective": tables.effective_length(board, threshold),
         "styles": style_map([*board.scheme, *(s for b in splits.values() for s in b.scheme)]),
         "summary_plot": plot_summary(board, list(mrr.scheme)),
@@ -94,7 +92,7 @@ def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = THR
         "half_median": half.median() if len(half) else float("nan"), "half_max": half.max() if len(half) else float("nan"),
         "not_learned": int(runs.not_learned.sum()), "runs": int(runs.runs.sum()),
         "mrr_marks": _mrr_marks(board),
-        "breakdowns": {c: tables.breakdown(df, c, metric) for c in tables.varied(df)},
+        "breakdowns": {c: tables.breakdown(rows, c) for c in tables.varied(df)},
         "splits": splits,
         "recency": tables.recency_table(df), "recency_plot": plot_recency(df), "profile_plot": plot_profiles(df),
         "provenance": provenance(df, source), "code_groups": tables.code_groups(df), "warning": tables.stale_code_warning(df),
@@ -353,7 +351,7 @@ def save(r: dict, out_dir: Path) -> Path:
     return out_dir
 
 
-def write(df: pd.DataFrame, sweep: str, out_dir: Path, tie: str = "min", threshold: float = THRESHOLD,
+def write(df: pd.DataFrame, sweep: str, out_dir: Path, tie: str = "min", threshold: float = tables.EFFECTIVE_AT,
           metric: str | None = None) -> Path:
     """Build the report of ``df`` and ``save`` it under ``out_dir``."""
     return save(build(df, sweep, tie, threshold, metric), out_dir)

@@ -1,5 +1,9 @@
 """Leaderboard tables computed from the long-format results store.
 
+Everything ranks from what the rows store (``suite.results.store``): each task's ``headline``
+metric and each metric's direction (``higher_is_better``), range (``low``, ``high``) and ``share``
+flag, so a board needs neither the task code nor today's metric declarations.
+
 * ``leaderboard``: per scheme x task x eval length, the mean over seeds of the task's headline
   metric with a 95 % interval (Student-t over seeds; Wilson over examples for a single seed).
   A cell holds only runs that share ``config_hash`` (identical except for the seed).
@@ -23,34 +27,43 @@ import numpy as np
 import pandas as pd
 
 from suite.config.codedigest import spec_digest
-from suite.model.span.base import KINDS
+from suite.model.span_kinds import KINDS
 from suite.report import labels, stats
 from suite.evaluation.slices import parse_slice
-from suite.results.metrics import metric as metric_of
-from tasks import TASKS
+from suite.results.store import DECLARED
 
 TIE_RULES = ("min", "average")
-BREAKDOWN_COLUMNS = ("spans", "window", "chunk", "pattern", "model", "train_len")
+BREAKDOWN_COLUMNS = ("spans", *KINDS, "pattern", "model", "train_len")
 # what a run's configuration is made of, for rows written before ``config_hash`` existed
-CONFIG_COLUMNS = ("model", "n_layers", "d_model", "n_heads", "pattern", "positions", "spans", "window", "chunk",
+CONFIG_COLUMNS = ("model", "n_layers", "d_model", "n_heads", "pattern", "positions", "spans", *KINDS,
                   "train_len", "steps")
 BOOTSTRAP_REPS = 1000
 BOOTSTRAP_SEED = 0
 TIED_BELOW = 0.01  # the one tie rule: two means closer than this are tied (power and MRR alike)
 LEARNED_AT = 0.9  # a run has learned its task when its headline score at the training length reaches this
+EFFECTIVE_AT = 0.8  # the effective length: the longest eval length up to which a scheme scores at least this
 SPLIT = "split"  # the slice field naming an evaluation split: a distribution the task's eval_generate draws from
 
 
-def headline_metric(task: str, metric: str | None = None) -> str:
-    """``metric`` when given (one metric for every task), else the task's declared
-    ``primary_metric``; exact_match for a task this code does not know."""
+def headline_metrics(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
+    """``task, metric``: the metric each task is scored by, ``metric`` when given (one metric for
+    every task), else the headline its rows store (several, joined by ', ', if its runs differ)."""
+    tasks = sorted(df.task.dropna().unique())
     if metric:
-        return metric
-    return getattr(TASKS.get(task), "primary_metric", "exact_match")
+        return pd.DataFrame({"task": tasks, "metric": metric})
+    stored = df.dropna(subset=["headline"]).groupby("task").headline.agg(lambda h: ", ".join(sorted(set(h))))
+    return pd.DataFrame({"task": tasks, "metric": [stored.get(t, "none stored") for t in tasks]})
+
+
+def sign(higher_is_better) -> float:
+    """+1 where higher is better, -1 where lower is; a measurement (None) is not ranked."""
+    if higher_is_better is None or pd.isna(higher_is_better):
+        raise ValueError("a measurement with no better direction is not ranked")
+    return 1.0 if higher_is_better else -1.0
 
 
 def size_label(row) -> str:
-    """'w=16', 'c=16', 'w=8 c=16' or '': a row's span sizes (its ``window`` and ``chunk`` columns)."""
+    """'w=16', 'c=16', 'w=8 c=16' or '': a row's span sizes (its column of each span kind, ``KINDS``)."""
     sizes = [(short, row.get(column)) for column, short in KINDS.items()]  # one size column per span kind
     return " ".join(f"{short}={int(size)}" for short, size in sizes if size is not None and not pd.isna(size))
 
@@ -85,7 +98,7 @@ def primary(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
     """
     if df.empty:
         return df.assign(scheme=pd.Series(dtype=str), config=pd.Series(dtype=str))
-    want = df.task.map(lambda t: headline_metric(t, metric))
+    want = df.headline if metric is None else metric
     d = df[(df.slice == "all") & (df.metric == want)].copy()
     if d.empty:
         return d.assign(scheme=pd.Series(dtype=str), config=pd.Series(dtype=str))
@@ -117,18 +130,20 @@ def primary(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
 
 def _cell(g: pd.DataFrame) -> pd.Series:
     """One leaderboard cell from its runs' rows: mean, std, n (seeds with a value), interval
-    (clipped to the metric's range; Wilson's over examples only for a share), status."""
+    (clipped to the stored range of the metric; Wilson's over examples only for a share), status,
+    and the metric's stored declaration."""
     v = g.value.dropna()
     n = len(v)
-    declared = metric_of(g.metric.iloc[0])
+    first = g.iloc[0]
     if n >= 2:
-        low, high = stats.t_interval(v, bounds=(declared.low, declared.high))
-    elif n == 1 and declared.share:
+        low, high = stats.t_interval(v, bounds=(float(first.low), float(first.high)))
+    elif n == 1 and first.share == True:  # noqa: E712 (a stored bool, numpy or not)
         low, high = stats.wilson_interval(float(v.iloc[0]), g.loc[v.index, "n"].iloc[0])
     else:
         low = high = math.nan
     return pd.Series({
-        "metric": g.metric.iloc[0], "train_len": g.train_len.iloc[0], "config": g.config.iloc[0],
+        "metric": first.metric, **{key: first[key] for key in DECLARED},
+        "train_len": g.train_len.iloc[0], "config": g.config.iloc[0],
         "mean": v.mean() if n else math.nan, "std": v.std() if n > 1 else (0.0 if n else math.nan),
         "n": n, "ci_low": low, "ci_high": high,
         "status": "ok" if (g.status == "ok").any() else g.status.mode().iloc[0],
@@ -136,12 +151,17 @@ def _cell(g: pd.DataFrame) -> pd.Series:
 
 
 def leaderboard(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
-    """Long table ``scheme, task, eval_len, mean, std, n, ci_low, ci_high, metric, train_len, config,
-    status``: n is the number of seeds with a value, the interval is ``stats.t_interval`` over seeds
+    """``board_of`` the ``primary`` rows of ``df``."""
+    return board_of(primary(df, metric))
+
+
+def board_of(d: pd.DataFrame) -> pd.DataFrame:
+    """Long table ``scheme, task, eval_len, mean, std, n, ci_low, ci_high, metric``, the metric's
+    stored declaration, ``train_len, config, status, not_learned, runs`` from ``primary`` rows: n
+    is the number of seeds with a value, the interval is ``stats.t_interval`` over seeds
     (``stats.wilson_interval`` over the run's examples when one seed has a value), status is ``ok``
     or why the cell is empty."""
-    d = primary(df, metric)
-    cols = ["scheme", "task", "eval_len", "mean", "std", "n", "ci_low", "ci_high", "metric", "train_len",
+    cols = ["scheme", "task", "eval_len", "mean", "std", "n", "ci_low", "ci_high", "metric", *DECLARED, "train_len",
             "config", "status", "not_learned", "runs"]
     if d.empty:
         return pd.DataFrame(columns=cols)
@@ -158,9 +178,9 @@ def learned(d: pd.DataFrame) -> pd.Series:
     task at the training length reaches ``LEARNED_AT`` of its metric's best value (a run without a
     score there has not learned). A run trained on a mixture is judged on each of its tasks. Only
     metrics in a bounded range where higher is better are judged; other runs count as learned."""
-    judged = d.metric.map(lambda m: metric_of(m).higher_is_better is True and math.isfinite(metric_of(m).high))
+    judged = (d.higher_is_better == True) & np.isfinite(d.high.astype(float))  # noqa: E712 (None is not True)
     at_l = d[judged & (d.eval_len == d.train_len)]
-    best = at_l.metric.map(lambda m: metric_of(m).high).astype(float)
+    best = at_l.high.astype(float)
     ok = (at_l.value.astype(float) >= LEARNED_AT * best).groupby([at_l.run_id, at_l.task]).any()
     pairs = pd.Series(True, index=pd.MultiIndex.from_frame(d[["run_id", "task"]].drop_duplicates()))
     judged_pairs = pd.MultiIndex.from_frame(d.loc[judged, ["run_id", "task"]].drop_duplicates())
@@ -183,18 +203,20 @@ def learned_mark(not_learned_count: int, runs: int) -> str:
     return f" ({int(not_learned_count)} of {int(runs)} not learned)" if not_learned_count else ""
 
 
-def split_boards(df: pd.DataFrame, metric: str | None = None) -> dict[tuple[str, str], pd.DataFrame]:
+def split_boards(df: pd.DataFrame, metric: str | None = None,
+                 rows: pd.DataFrame | None = None) -> dict[tuple[str, str], pd.DataFrame]:
     """``{(task, split): leaderboard}`` for every task whose rows carry evaluation splits (slices
     ``split=<name>`` alone, e.g. flip-flop's in_dist, sparse and dense): the headline metric over the
     examples of that split only, a board like ``leaderboard``'s. Splits are scored apart because the
-    overall score mixes distributions the model was and was not trained on."""
+    overall score mixes distributions the model was and was not trained on. ``rows``: the
+    ``primary`` rows of ``df``, when already built."""
     if df.empty:
         return {}
     d = df[df.slice.str.startswith(f"{SPLIT}=")]
     d = d[d.slice.map(lambda s: list(parse_slice(s)) == [SPLIT]).astype(bool)]
     if d.empty:
         return {}
-    whole = not_learned(primary(df, metric))  # learning is judged on the whole task, never on one split
+    whole = not_learned(primary(df, metric) if rows is None else rows)  # learned: on the whole task, never one split
     out = {}
     for (task, s), g in d.groupby(["task", "slice"], sort=True):
         board = leaderboard(g.assign(slice="all"), metric).drop(columns=["not_learned", "runs"])
@@ -218,8 +240,8 @@ def _arrays(board: pd.DataFrame):
     for r in board.itertuples(index=False):
         i, j = si[r.scheme], ci[(r.task, r.eval_len)]
         scores[i, j], present[i, j], ood[i, j] = r.mean, True, r.eval_len > r.train_len
-        if hasattr(r, "metric"):
-            signs[j] = metric_of(r.metric).sign
+        if hasattr(r, "higher_is_better"):
+            signs[j] = sign(r.higher_is_better)
     return schemes, cells, scores, present, ood, signs
 
 
@@ -306,20 +328,20 @@ def _bootstrap_scores(d: pd.DataFrame, schemes, cells, reps: int, seed: int) -> 
     return out
 
 
-def mrr_intervals(df: pd.DataFrame, tie: str = "min", metric: str | None = None,
+def mrr_intervals(board: pd.DataFrame, rows: pd.DataFrame, tie: str = "min",
                   reps: int = BOOTSTRAP_REPS, seed: int = BOOTSTRAP_SEED) -> pd.DataFrame:
-    """``mrr`` of the sweep's leaderboard with 95 % percentile bootstrap intervals (Efron and
-    Tibshirani 1993): each of ``reps`` replicates resamples every (scheme, task)'s runs with
-    replacement, recomputes cell means, ranks and both MRRs; a fixed ``seed`` makes it reproducible.
+    """``mrr`` of ``board`` (``board_of(rows)``, built once by the caller) with 95 % percentile
+    bootstrap intervals (Efron and Tibshirani 1993): each of ``reps`` replicates resamples every
+    (scheme, task)'s runs in ``rows`` (the board's ``primary`` rows) with replacement, recomputes
+    cell means, ranks and both MRRs; a fixed ``seed`` makes it reproducible.
 
     Columns ``scheme, mrr_ood, mrr_ood_low, mrr_ood_high, mrr_all, mrr_all_low, mrr_all_high,
     cells_ood, cells_all, overlaps_next`` sorted by OOD MRR; ``overlaps_next`` says whether a
     scheme's OOD interval overlaps the next-ranked scheme's ("yes"/"no", "" for the last).
     """
     _check_tie(tie)
-    board = leaderboard(df, metric)
     schemes, cells, _, present, ood, signs = _arrays(board)
-    samples = _bootstrap_scores(primary(df, metric), schemes, cells, reps, seed)
+    samples = _bootstrap_scores(rows, schemes, cells, reps, seed)
     b_ood, b_all = _mrr(samples, present, ood, tie, signs)
     out = mrr(board, tie).set_index("scheme").loc[schemes]
     for name, b in (("mrr_ood", b_ood), ("mrr_all", b_all)):
@@ -411,9 +433,10 @@ def scheme_order(board: pd.DataFrame) -> list[str]:
     better score is larger (a loss counts negated); an empty cell counts as its metric's worst
     value (0 for a share; for an unbounded loss, the worst score shown); schemes with no score at
     all last; ties by name."""
-    declared = board.metric.map(metric_of) if "metric" in board else pd.Series(metric_of("exact_match"), index=board.index)
-    signed = board["mean"] * declared.map(lambda m: m.sign)
-    floor = declared.map(lambda m: m.sign * (m.low if m.higher_is_better else m.high))
+    stored = board.reindex(columns=["higher_is_better", "low", "high"])  # a board without them: a share
+    signs = stored.higher_is_better.fillna(True).map(sign)
+    signed = board["mean"] * signs
+    floor = signs * stored.low.fillna(0.0).where(signs > 0, stored.high.fillna(1.0)).astype(float)
     shown = signed[board.n > 0].min() if (board.n > 0).any() else 0.0
     worst = floor.where(np.isfinite(floor), shown)
     key = board.assign(score=signed.where(board.n > 0, worst)).groupby("scheme").agg(
@@ -424,7 +447,8 @@ def scheme_order(board: pd.DataFrame) -> list[str]:
 
 
 def pivot(board: pd.DataFrame, task: str) -> pd.DataFrame:
-    """Scheme x eval length for one task, one header row: 'mean [ci_low, ci_high]', '-' where the
+    """Scheme x eval length for one task, one header row: 'mean [ci_low, ci_high]' ('mean' alone
+    for a cell without an interval), '-' where the
     scheme cannot represent the length (unsupported), else why the cell is empty (diverged).
     Rows best first (``scheme_order``); columns named '64 (2x)'."""
     b = board[board.task == task]
@@ -432,6 +456,8 @@ def pivot(board: pd.DataFrame, task: str) -> pd.DataFrame:
     def cell(r):
         if r["n"] == 0:
             return EMPTY if r["status"] == "unsupported" else r["status"]
+        if pd.isna(r["ci_low"]) or pd.isna(r["ci_high"]):  # one seed of a metric that is not a share
+            return _fmt(r["mean"])
         return f"{_fmt(r['mean'])} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]"
 
     t = b.assign(cell=b.apply(cell, axis=1)).pivot(index="scheme", columns="eval_len", values="cell")
@@ -445,13 +471,13 @@ def pivot(board: pd.DataFrame, task: str) -> pd.DataFrame:
     return t
 
 
-def effective_length(board: pd.DataFrame, threshold: float = 0.8) -> pd.DataFrame:
+def effective_length(board: pd.DataFrame, threshold: float = EFFECTIVE_AT) -> pd.DataFrame:
     """Scheme x task: the longest eval length L such that every eval length up to L scores at least
     ``threshold`` (0 when even the shortest does not: never); best schemes first. Only tasks
     scored by a metric where higher is better have one."""
     rows = []
-    if "metric" in board:
-        board = board[board.metric.map(lambda m: metric_of(m).higher_is_better is True)]
+    if "higher_is_better" in board:
+        board = board[board.higher_is_better == True]  # noqa: E712 (None is not True)
     for (scheme, task), g in board.sort_values("eval_len").groupby(["scheme", "task"]):
         best = 0
         for _, r in g.iterrows():
@@ -466,9 +492,10 @@ def effective_length(board: pd.DataFrame, threshold: float = 0.8) -> pd.DataFram
     return t.loc[[s for s in scheme_order(board) if s in t.index]]
 
 
-def breakdown(df: pd.DataFrame, column: str, metric: str | None = None) -> pd.DataFrame:
-    """Mean headline score by ``column`` x length ratio, over schemes, tasks and seeds."""
-    d = primary(df, metric)
+def breakdown(rows: pd.DataFrame, column: str) -> pd.DataFrame:
+    """Mean headline score by ``column`` x length ratio, over schemes, tasks and seeds, of
+    ``primary`` rows."""
+    d = rows.copy()
     d[column] = d[column].map(str)  # keeps None ("no window") as a row of its own
     t = d.pivot_table(index=column, columns="len_ratio", values="value", aggfunc="mean")
     t.columns = [ratio_header(c) for c in t.columns]
@@ -523,13 +550,13 @@ def stale_code_warning(df: pd.DataFrame) -> str | None:
 
 
 def size_columns(d: pd.DataFrame) -> list[str]:
-    """``window``, and ``chunk`` when some row has one, filled in place with 0 for "none"
-    (integers, so the diagnostics group on them)."""
-    d["window"] = d["window"].fillna(0).astype(int)
-    if "chunk" not in d or d["chunk"].isna().all():
-        return ["window"]
-    d["chunk"] = d["chunk"].fillna(0).astype(int)
-    return ["window", "chunk"]
+    """The span-kind columns (``KINDS``): the first (``window``) always, each other (``chunk``) when
+    some row has one, filled in place with 0 for "none" (integers, so the diagnostics group on them)."""
+    first, *others = KINDS
+    kept = [first, *(k for k in others if k in d and d[k].notna().any())]
+    for kind in kept:
+        d[kind] = d[kind].fillna(0).astype(int)
+    return kept
 
 
 def diagnostics(df: pd.DataFrame, metric: str) -> pd.DataFrame:

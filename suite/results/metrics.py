@@ -19,7 +19,7 @@ class Metric:
     low: float
     high: float
     higher_is_better: Optional[bool]  # None: a measurement that is not ranked
-    share: bool = False  # a proportion of examples (the Wilson interval applies with one seed)
+    share: bool = False  # each example scores 0 or 1 and the value is the share scoring 1 (Wilson applies with one seed)
     doc: str = ""
 
     def contains(self, value: float) -> bool:
@@ -42,10 +42,10 @@ class Metric:
 
 INF = math.inf
 METRICS: dict[str, Metric] = {m.name: m for m in (
-    Metric("exact_match", 0.0, 1.0, True, share=True, doc="share of answers reproduced exactly"),
-    Metric("token_accuracy", 0.0, 1.0, True, share=True, doc="share of answer tokens predicted"),
-    Metric("string_match_all", 0.0, 1.0, True, share=True, doc="RULER: share of examples with every answer"),
-    Metric("string_match_part", 0.0, 1.0, True, doc="RULER: mean share of an example's answers found"),
+    Metric("exact_match", 0.0, 1.0, True, share=True, doc="share of examples with every answer reproduced exactly"),
+    Metric("token_accuracy", 0.0, 1.0, True, doc="answer tokens predicted over answer tokens, pooled over the examples"),
+    Metric("string_match_all", 0.0, 1.0, True, doc="RULER: mean over examples of the share of its answers found"),
+    Metric("string_match_part", 0.0, 1.0, True, share=True, doc="RULER: share of examples with any answer found"),
     Metric("reciprocal_rank", 0.0, 1.0, True, doc="mean of 1 / rank of the right candidate"),
     Metric("loss", 0.0, INF, False, doc="cross-entropy on the answer tokens, in nats"),
     Metric("diverged_at_step", 0.0, INF, None, doc="the step at which the loss stopped being finite"),

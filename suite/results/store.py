@@ -11,9 +11,15 @@ run id, keys sorted, gzip written with no time stamp or file name, so the same r
 the same bytes (``encode_shipped``). ``load`` reads such a file as it reads a folder; every run,
 in a file or on a line, passes the one envelope check (``envelope_problem``).
 ``suite.results.shipped`` packs and unpacks them.
+
+Each row carries what a reader needs without the code: its task's ``headline`` metric, and its
+metric's declaration (``DECLARED``: direction, range, whether it is a share of examples), which
+``write_run`` copies from ``suite.results.metrics``. Rows stored before rows carried them are
+completed when read (``described``), from today's declarations.
 """
 from __future__ import annotations
 
+import ast
 import gzip
 import io
 import json
@@ -21,19 +27,25 @@ import math
 import re
 import sys
 import warnings
+from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
 
 from suite.commandline import parser
 from suite.files import result_path, write_json_atomic
+from suite.registry import package_modules
+from suite.model.span_kinds import KINDS
 from suite.results.metrics import METRICS
 
 COLUMNS = [
     "run_id", "sweep", "spec_hash", "config_hash", "code_digest", "git_sha", "seed", "model", "n_layers", "d_model", "n_heads",
-    "pattern", "positions", "spans", "window", "chunk", "train_len", "steps", "task", "eval_len", "len_ratio",
+    "pattern", "positions", "spans", *KINDS, "train_len", "steps", "task", "eval_len", "len_ratio",
     "slice", "metric", "value", "n", "status", "wall_s", "timestamp", "eval_set",
+    "headline", "higher_is_better", "low", "high", "share",
 ]
+DECLARED = ("higher_is_better", "low", "high", "share")  # a metric's declaration (suite.results.metrics), in each row
+TASKS_DIR = Path(__file__).resolve().parents[2] / "tasks"
 SCHEMA = "posbench.run/1"
 STATUSES = ("ok", "diverged", "unsupported")
 REQUIRED = ("run_id", "task", "eval_len", "len_ratio", "slice", "metric", "value", "n", "status")
@@ -43,9 +55,16 @@ SHIPPED_SUFFIX = ".jsonl.gz"
 PUBLISHED = "published"  # the folder of shipped files
 
 
+def declaration(metric: str) -> dict:
+    """The ``DECLARED`` fields of ``metric`` as ``suite.results.metrics`` declares it ({} if unknown)."""
+    m = METRICS.get(metric)
+    return {} if m is None else {"higher_is_better": m.higher_is_better, "low": m.low, "high": m.high, "share": m.share}
+
+
 def write_run(results_dir, sweep: str, run_id: str, run: dict, rows: list[dict]) -> Path:
-    """Write one run's rows (each completed with the run's columns) atomically; returns the path."""
-    full = [{col: {**run, **row}.get(col) for col in COLUMNS} for row in rows]
+    """Write one run's rows (each completed with the run's columns and its metric's declaration)
+    atomically; returns the path."""
+    full = [{col: {**run, **declaration(row.get("metric")), **row}.get(col) for col in COLUMNS} for row in rows]
     path = result_path(results_dir, sweep, run_id)
     write_json_atomic(path, {"schema": SCHEMA, "run": run, "rows": full})
     return path
@@ -166,6 +185,12 @@ def row_problem(row) -> str | None:
     if name not in METRICS:
         return f"unknown metric {name!r} (known: {', '.join(METRICS)})"
     declared = METRICS[name]
+    for key in DECLARED:
+        ok = _is_number if key in ("low", "high") else (lambda x: x is None or isinstance(x, bool))
+        if key in row and not ok(row[key]):
+            return f"{key} {row[key]!r} is not a {'number' if key in ('low', 'high') else 'bool or null'}"
+    if row.get("headline") is not None and not isinstance(row["headline"], str):
+        return f"headline {row['headline']!r} is not a metric name"
     for key in ("seed", "n", "train_len"):
         if not _is_whole(row.get(key)) or row[key] < 0:
             return f"{key} {row.get(key)!r} is not a whole number >= 0"
@@ -267,21 +292,63 @@ def payloads(path: str | Path) -> list[tuple[Path, dict]]:
     return out
 
 
+@lru_cache(maxsize=None)
+def task_headlines(folder: Path = TASKS_DIR) -> dict[str, str]:
+    """{task name: the headline metric its class declares}, read from the task files' source (the
+    class-level ``name = "..."`` and ``primary_metric = "..."``, the latter possibly inherited), so
+    reading stored rows runs no task code."""
+    classes: dict[str, tuple[dict, list[str]]] = {}
+    for path in package_modules(Path(folder)):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef):
+                own = {s.targets[0].id: s.value.value for s in node.body if isinstance(s, ast.Assign)
+                       and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) and isinstance(s.value, ast.Constant)}
+                classes[node.name] = (own, [b.id for b in node.bases if isinstance(b, ast.Name)])
+
+    def inherited(cls: str, key: str):
+        own, bases = classes.get(cls, ({}, []))
+        return own[key] if key in own else next((v for b in bases if (v := inherited(b, key)) is not None), None)
+
+    return {own["name"]: inherited(cls, "primary_metric") for cls, (own, _) in classes.items()
+            if isinstance(own.get("name"), str) and isinstance(inherited(cls, "primary_metric"), str)}
+
+
+def described(rows: list[dict], where="") -> list[dict]:
+    """``rows`` with the fields rows stored before they carried them lack (``headline``,
+    ``DECLARED``; absent or null) filled from today's declarations: each metric's from ``suite.results.metrics``,
+    each task's headline from its class (``task_headlines``). Rows of a task this checkout lacks
+    keep no headline, so they rank on no board, and the task is named in a warning."""
+    out, unknown = [], set()
+    for row in rows:
+        # absent, or null where null means nothing (only a measurement's direction is null)
+        missing = [key for key in ("headline", *DECLARED) if key not in row or (row[key] is None and key != "higher_is_better")]
+        if missing:
+            fill = {**declaration(row.get("metric")), "headline": task_headlines().get(row.get("task"))}
+            unknown |= {row.get("task")} if fill["headline"] is None and "headline" in missing else set()
+            row = {**row, **{key: fill.get(key) for key in missing}}
+        out.append(row)
+    if unknown:
+        warnings.warn(f"{where}: rows of {', '.join(map(str, sorted(unknown)))} name no headline metric and this "
+                      "checkout has no such task: they rank on no board", stacklevel=3)
+    return out
+
+
 def load(path: str | Path) -> pd.DataFrame:
     """All rows of the run files under ``path`` (a sweep folder, a whole results folder, or a
     sweep's shipped rows, ``published/<sweep>.jsonl.gz``), each with a ``spec`` column, its run's
     stored spec as JSON (the report names configurations by it), and a ``numeric`` column, the
     label of the machine's numeric signature (``suite.results.numerics``).
 
-    Unreadable, truncated or foreign JSON files, and files holding an impossible row
-    (``row_problem``) or rows their own spec cannot have produced (``run_problem``), are reported
-    by name and skipped. A run id stored twice with the same contents is counted once; stored
+    Rows stored before rows carried their headline metric and metric declarations get them from
+    today's declarations (``described``). Unreadable, truncated or foreign JSON files, and files
+    holding an impossible row (``row_problem``) or rows their own spec cannot have produced
+    (``run_problem``), are reported by name and skipped. A run id stored twice with the same contents is counted once; stored
     twice with different contents, every file claiming it is named and none is used.
     """
     frames = []
-    for _, payload in payloads(path) if Path(path).exists() else []:
+    for where, payload in payloads(path) if Path(path).exists() else []:
         spec, numeric = payload["run"].get("spec"), payload["run"].get("numeric")
-        frames.append(pd.DataFrame(payload["rows"], columns=COLUMNS)
+        frames.append(pd.DataFrame(described(payload["rows"], where), columns=COLUMNS)
                       .assign(spec=json.dumps(spec, sort_keys=True) if isinstance(spec, dict) else None,
                               numeric=numeric_label(numeric) if isinstance(numeric, dict) else None))
     if not frames:

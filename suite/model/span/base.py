@@ -9,7 +9,8 @@ window of recent keys, "chunk": fixed chunks), or None for full attention; ``siz
 in tokens, read from the span's own config, and is None exactly when ``kind`` is. Each kind is a
 per-run result column (``suite.results.identity.run_columns``: the smallest size of that kind over the
 layers) and a short label (``w=16``, ``c=16``) in tables and reports, so a new span of an existing
-kind needs no edit outside its file; a new kind needs its entry here and a results column.
+kind needs no edit outside its file; a new kind needs its entry in ``suite.model.span_kinds``, which
+gives it its results column.
 """
 from __future__ import annotations
 
@@ -18,8 +19,7 @@ from typing import Callable, ClassVar, Optional
 
 import torch
 
-# span kind -> its short label in tables ("w=16"); each kind is also a results column (suite/results/store.py)
-KINDS: dict[str, str] = {"window": "w", "chunk": "c"}
+from suite.model.span_kinds import KINDS  # span kind -> its short label in tables ("w=16"); each a results column
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,83 @@
+"""The report's facts each have one home: span kinds (``suite.model.span_kinds``), the
+effective-length threshold, metric directions (``suite.results.metrics``, also for lm-eval). The
+report builds its board once, and its command reads as named steps.
+
+Mutation checks: writing "chunk" back into store.COLUMNS, or BREAKDOWN_COLUMNS in
+suite/report/tables.py, makes test_span_kinds_are_read_from_their_one_home fail; importing KINDS
+from suite.model.span.base in suite/report/tables.py makes
+test_the_store_and_the_report_load_no_torch fail; THRESHOLD = 0.8 back in suite/report/render.py, or
+0.8 as effective_length's default, makes test_the_effective_length_threshold_is_written_once fail;
+mrr_intervals building the leaderboard and the primary rows again from the raw rows makes
+test_the_report_builds_its_headline_rows_and_board_once fail; main in suite/report/__main__.py
+written as one function again makes test_the_report_command_reads_as_named_steps fail."""
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from suite.model.span import base
+from suite.model.span_kinds import KINDS
+from suite.report import tables
+from suite.results import store
+
+ROOT = Path(__file__).resolve().parent.parent
+READERS = ["suite/results/store.py", *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "suite/report").glob("*.py"))]
+
+
+def _literals(path: str) -> set[str]:
+    return {n.value for n in ast.walk(ast.parse((ROOT / path).read_text())) if isinstance(n, ast.Constant)
+            and isinstance(n.value, str)}
+
+
+def test_span_kinds_are_read_from_their_one_home():
+    assert base.KINDS is KINDS
+    assert [c for c in store.COLUMNS if c in KINDS] == list(KINDS)
+    assert [c for c in tables.BREAKDOWN_COLUMNS if c in KINDS] == list(KINDS)
+    for path in READERS:
+        assert not _literals(path) & set(KINDS), (path, _literals(path) & set(KINDS))
+
+
+def test_the_store_and_the_report_load_no_torch():
+    code = ("import sys, suite.results.store, suite.report.render, suite.report.__main__; "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.split() == ["False"]
+
+
+def _numbers(path: str) -> list[float]:
+    return [n.value for n in ast.walk(ast.parse((ROOT / path).read_text())) if isinstance(n, ast.Constant)
+            and type(n.value) is float]
+
+
+def test_the_effective_length_threshold_is_written_once():
+    assert tables.EFFECTIVE_AT == 0.8
+    assert [p for p in READERS if 0.8 in _numbers(p)] == ["suite/report/tables.py"]
+    assert _numbers("suite/report/tables.py").count(0.8) == 1
+
+
+def test_the_report_builds_its_headline_rows_and_board_once(tmp_path, monkeypatch):
+    import warnings
+
+    from suite.report import render
+    from tests.test_report import write_fixture
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        df = store.load(write_fixture(tmp_path) / "fx")
+    calls = {"primary": 0, "board_of": 0}
+    for name in calls:
+        def counted(*args, _name=name, _real=getattr(tables, name), **kwargs):
+            calls[_name] += 1
+            return _real(*args, **kwargs)
+        monkeypatch.setattr(tables, name, counted)
+    r = render.build(df, "fx")
+    assert calls == {"primary": 1, "board_of": 1} and not r["splits"]
+    assert list(r["mrr"].scheme) == list(tables.mrr(r["board"]).scheme)
+
+
+def test_the_report_command_reads_as_named_steps():
+    """main parses, reads the rows, checks --metric, builds and publishes, each a function of its own."""
+    tree = ast.parse((ROOT / "suite/report/__main__.py").read_text())
+    lengths = {n.name: n.end_lineno - n.lineno + 1 for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert {"parser", "read_rows", "check_metric", "publish", "main"} <= set(lengths)
+    assert max(lengths.values()) <= 25, lengths
