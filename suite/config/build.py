@@ -8,6 +8,8 @@ reported before any training, naming the bad value and the valid choices.
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 from functools import lru_cache
 from typing import Optional
 
@@ -23,8 +25,9 @@ from suite.config.spec import EvalSpec, RunSpec, TaskSpec, TrainSpec, eval_lengt
 from suite.files import sweep_name_problem
 from suite.model.position import SCHEMES
 from suite.model.span import SPANS
+from suite.model.position.base import Dims
 from suite.model.spec import LayerSpec, ModelSpec
-from suite.options import is_option
+from suite.options import LENGTH_MAX, is_option, range_errors
 from suite.registry import build_config, check_keys, lookup
 from tasks import TASKS, build_task
 from tasks.base import VOCAB_SIZE
@@ -64,7 +67,11 @@ def typed(config_cls: type, params: dict, prefix: str) -> dict:
             node[key] = value
         except OmegaConfBaseException as err:
             raise SpecError(f"{prefix}.{key}={value!r}: {_error_line(err)}") from None
-    return {key: _frozen(OmegaConf.to_object(node[key]) if OmegaConf.is_config(node[key]) else node[key]) for key in params}
+    values = {key: _frozen(OmegaConf.to_object(node[key]) if OmegaConf.is_config(node[key]) else node[key]) for key in params}
+    errors = range_errors(values, config_cls, prefix)  # the rules every number inherits (suite/options.py)
+    if errors:
+        raise SpecError("; ".join(errors))
+    return values
 
 
 def _scheme_config(name: str, params: dict, prefix: str = "position"):
@@ -262,16 +269,51 @@ def _check_shapes(m: dict, t: dict) -> None:
              f"valid head counts: {[h for h in range(1, m['d_model'] + 1) if m['d_model'] % h == 0]}")
     _require(t.get("min_len") is None or t["min_len"] <= t["seq_len"],
              f"train.min_len={t.get('min_len')}: must be in [1, train.seq_len={t['seq_len']}] (or null)")
+    _require(not t.get("compile") or t.get("min_len") is None or t["min_len"] >= t["seq_len"],
+             f"train.compile=true with train.min_len={t.get('min_len')}: each batch draws its length from "
+             f"[{t.get('min_len')}, train.seq_len={t['seq_len']}], and the compiled graph is built again for each new "
+             "length (minutes of compiling on the CPU, before and between steps); valid: train.min_len=null (every "
+             "batch at train.seq_len, as the GPU recipe trains) or train.compile=false")
     _check_device(t["device"])
 
 
-def _checked_layers(cfg: DictConfig, n_layers: int, train_len: int, eval_lens: tuple[int, ...]) -> tuple[LayerSpec, ...]:
+# the sizes a model of conf/model/ fixes, in the order its derived name lists them
+SIZES = ("n_layers", "d_model", "n_heads", "d_ff")
+
+
+@lru_cache(maxsize=1)
+def model_catalogue() -> dict[str, dict]:
+    """name -> sizes of every model of ``conf/model/`` (the file's stem is the name)."""
+    return {path.stem: {k: _plain(OmegaConf.load(path)).get(k) for k in SIZES}
+            for path in sorted((CONF_DIR / "model").glob("*.yaml"))}
+
+
+def model_name(m: dict) -> str:
+    """The name a run's model is stored under, derived from its sizes so it cannot say what they are
+    not: the model of conf/model/ that has every size of ``m``; else ``model.name`` (which must name
+    a model there) followed by the sizes that differ from that model's, as ``tiny(n_heads=2)``."""
+    catalogue, given = model_catalogue(), m["name"]
+    sizes = {k: m[k] for k in SIZES}
+    _require(given in catalogue, f"model.name={given!r} names no model of conf/model; valid: {', '.join(catalogue)} "
+                                 "(the stored name is derived from the sizes: the named model's name, with each "
+                                 "size that differs from it, as tiny(n_heads=2))")
+    if catalogue[given] == sizes:
+        return given
+    same = [name for name, known in catalogue.items() if known == sizes]
+    if same:
+        return same[0]
+    return f"{given}({','.join(f'{k}={v}' for k, v in sizes.items() if catalogue[given][k] != v)})"
+
+
+def _checked_layers(cfg: DictConfig, m: dict, train_len: int, eval_lens: tuple[int, ...]) -> tuple[LayerSpec, ...]:
     """The pattern tiled over the depth, each layer's position config passed through its scheme's
-    own ``check`` (suite/model/position/base.py): resized to the run's lengths, or refused with the layer."""
+    own ``check`` (suite/model/position/base.py) with the model's sizes: resized to the run's
+    lengths, or refused with the layer."""
+    dims = Dims(m["d_model"], m["n_heads"], m["d_model"] // m["n_heads"], train_len)
     layers = []
-    for i, layer in enumerate(resolve_layers(_plain(cfg.position), _plain(cfg.span), _plain(cfg.pattern), n_layers)):
+    for i, layer in enumerate(resolve_layers(_plain(cfg.position), _plain(cfg.span), _plain(cfg.pattern), m["n_layers"])):
         try:
-            position_cfg = SCHEMES[layer.position].check(layer.position_cfg, train_len, eval_lens)
+            position_cfg = SCHEMES[layer.position].check(layer.position_cfg, train_len, eval_lens, dims)
         except ValueError as err:
             raise SpecError(f"layer {i}: {err}") from None
         layers.append(dataclasses.replace(layer, position_cfg=position_cfg))
@@ -283,6 +325,10 @@ def _check_lengths(train_len: int, multiples: tuple[float, ...]) -> None:
     row twice and count one run as two seeds)."""
     lengths: dict[int, float] = {}
     for x in multiples:
+        _require(x * train_len <= LENGTH_MAX,
+                 f"eval.multiples={list(multiples)}: {x:g} x train.seq_len={train_len} is an eval length of "
+                 f"{x * train_len:.4g} tokens; valid: at most {LENGTH_MAX:,} tokens (suite.options.LENGTH_MAX), "
+                 f"multiples up to {LENGTH_MAX / train_len:g}")
         n = eval_length(x, train_len)
         _require(n not in lengths, f"eval.multiples={list(multiples)}: {lengths.get(n, x):g} and {x:g} x "
                                    f"train.seq_len={train_len} both give the eval length {n}; list each length once")
@@ -328,9 +374,10 @@ def build(cfg: DictConfig | dict, probe_tasks: bool = True) -> RunSpec:
     multiples = tuple(float(x) for x in e["multiples"])
     try:
         _check_shapes(m, t)
-        layers = _checked_layers(cfg, m["n_layers"], t["seq_len"], tuple(eval_length(x, t["seq_len"]) for x in multiples))
-        tasks, taskset = resolve_tasks(cfg)
         _check_lengths(t["seq_len"], multiples)
+        m["name"] = model_name(m)
+        layers = _checked_layers(cfg, m, t["seq_len"], tuple(eval_length(x, t["seq_len"]) for x in multiples))
+        tasks, taskset = resolve_tasks(cfg)
         sweep = _sweep_name(cfg)
         if probe_tasks:
             check_tasks_fit(tasks, t["seq_len"], multiples)
@@ -340,7 +387,28 @@ def build(cfg: DictConfig | dict, probe_tasks: bool = True) -> RunSpec:
         raise SpecError(str(err)) from None
     model = _frozen_spec(ModelSpec, m, vocab_size=VOCAB_SIZE, train_len=t["seq_len"], pattern=cfg.pattern.name, layers=layers)
     ev = _frozen_spec(EvalSpec, e)
-    return RunSpec(model=model, train=_frozen_spec(TrainSpec, t), tasks=tasks, taskset=taskset, eval=ev, seed=int(cfg.seed),
+    spec = RunSpec(model=model, train=_frozen_spec(TrainSpec, t), tasks=tasks, taskset=taskset, eval=ev, seed=int(cfg.seed),
                    sweep=sweep, code=code_digest(**pieces_of({
                        "model": {"layers": [dataclasses.asdict(layer) for layer in layers]},
                        "tasks": [{"name": task.name} for task in tasks]})))
+    _require_strict_json(spec.to_dict())
+    return spec
+
+
+def non_finite(value, key: str = "") -> list[str]:
+    """Every ``key=value`` in ``value`` (a spec as plain data) that strict JSON cannot write: inf, nan."""
+    if isinstance(value, float):
+        return [] if math.isfinite(value) else [f"{key}={value!r}"]
+    if isinstance(value, dict):
+        return [e for k, v in value.items() for e in non_finite(v, f"{key}.{k}" if key else str(k))]
+    if isinstance(value, (list, tuple)):
+        return [e for i, v in enumerate(value) for e in non_finite(v, f"{key}[{i}]")]
+    return []
+
+
+def _require_strict_json(d: dict) -> None:
+    """The spec a result file stores is strict JSON: no option value is inf or nan, whatever path it
+    came by (the declarations' rule refuses each by its key first; this is the stored form's guard)."""
+    bad = non_finite(d)
+    _require(not bad, f"{', '.join(bad)}: must be a finite number (a result file is strict JSON)")
+    json.dumps(d, allow_nan=False, default=str)

@@ -16,6 +16,9 @@ peak; it counts what is held at once:
   SDPA with a fixed bias or a window at most ``2 x BLOCK`` long builds one ``H x T x T`` mask;
   FlexAttention and SDPA's causal and blockwise kernels build none.
 
+* what a scheme declares it holds beyond the scores (``held_floats``: CoPE's per-query table
+  products, whose size grows with ``position.npos_max``; randomized positions' hashed keys).
+
 Evaluation runs without gradients, one layer's intermediates at a time, at the longest
 evaluation length.
 """
@@ -84,7 +87,17 @@ def _attention_bytes(spec: RunSpec, device: torch.device, batch: int, length: in
             total = total + scores  # the bias a_i + b_j as a dense mask, one per layer
         elif impl == "sdpa" and (bias != "none" or (layer.span != "full" and length <= 2 * BLOCK)):
             masks = max(masks, m.n_heads * length * length * FP32)
-    return total + masks
+    return total + masks + _held_bytes(spec, batch, length, training)
+
+
+def _held_bytes(spec: RunSpec, batch: int, length: int, training: bool) -> float:
+    """What each layer's scheme declares it holds beyond the scores (``held_floats``): kept per layer
+    for the backward pass in training, one layer at a time without."""
+    m = spec.model
+    dims = Dims(m.d_model, m.n_heads, m.head_dim, m.train_len)
+    held = [SCHEMES[layer.position].held_floats(layer.position_cfg, dims, batch, length, training) * FP32
+            for layer in m.layers]
+    return (sum(held) if training else max(held, default=0.0))
 
 
 def estimate_bytes(spec: RunSpec, device: Optional[torch.device] = None) -> dict[str, float]:
@@ -157,8 +170,15 @@ def check_memory(spec: RunSpec, available: Optional[float] = None, device: Optio
                             "choose a smaller model (model=tiny|small, or lower model.d_model / model.n_layers)")
     for phase, size in need.items():
         if size > have:
-            raise ResourceError(f"{where[phase]} needs about {size / GIB:.1f} GiB, more than the "
-                                f"{have / GIB:.1f} GiB available on {device.type}; lower the batch size or the length")
+            training = phase == "train"
+            held = _held_bytes(spec, t.batch_size if training else e.batch_size, t.seq_len if training else longest, training)
+            schemes = sorted({layer.position for layer in spec.model.layers
+                              if SCHEMES[layer.position].held_floats is not PositionScheme.held_floats})
+            of_which = (f" ({held / GIB:.1f} GiB of it held by position scheme {', '.join(schemes)} beyond the attention "
+                        "scores, for a table its options size, such as position.npos_max)") if held > size / 2 else ""
+            raise ResourceError(f"{where[phase]} needs about {size / GIB:.1f} GiB{of_which}, more than the "
+                                f"{have / GIB:.1f} GiB available on {device.type}; lower the batch size or the length"
+                                f"{' or the table' if of_which else ''}")
     return need
 
 

@@ -15,9 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from suite.model.spec import ModelSpec
-from suite.options import option
+from suite.options import LENGTH_MAX, option
 
 PRECISIONS = ("fp32", "bf16")
+# Stated maxima of the options whose time grows with their value (the pre-flight sizes memory):
+# ten million steps is 2,000 x the GPU recipe's 5,000 (days of training at any size), and a million
+# examples per task and length puts a share's standard error below 0.0005.
+STEPS_MAX = 10 ** 7
+EXAMPLES_MAX = 10 ** 6
 LOSS_ON = ("answer", "all")
 
 
@@ -31,9 +36,9 @@ class TrainSpec:
     """Defaults are the CPU recipe (``conf/train/cpu.yaml``); ``train=gpu`` overrides what differs."""
 
     name: str = option(doc="the recipe's name: cpu | gpu")
-    seq_len: int = option(32, ge=8, doc="training length")
-    min_len: Optional[int] = option(4, ge=1, doc="each batch draws its length from [min_len, seq_len]; null: seq_len")
-    steps: int = option(1750, ge=1)
+    seq_len: int = option(32, ge=8, le=LENGTH_MAX, doc="training length")
+    min_len: Optional[int] = option(4, ge=1, le=LENGTH_MAX, doc="each batch draws its length from [min_len, seq_len]; null: seq_len")
+    steps: int = option(1750, ge=1, le=STEPS_MAX)
     batch_size: int = option(32, ge=1)
     lr: float = option(1.0e-3, gt=0)
     warmup: int = option(200, ge=0, doc="linear learning-rate warmup steps (200: the recipe under which every seed learns, conf/sweep/recipe.yaml)")
@@ -44,7 +49,7 @@ class TrainSpec:
     loss_on: str = option("answer", choices=LOSS_ON, doc="answer: loss on the answer spans only; all: every next token")
     device: str = option("cpu", doc="cpu | cuda | cuda:N")
     precision: str = option("fp32", choices=PRECISIONS)
-    compile: bool = option(False)
+    compile: bool = option(False, doc="torch.compile the model; needs one training length (min_len: null)")
     fused_optimizer: bool = option(False)
 
 
@@ -52,7 +57,7 @@ class TrainSpec:
 class EvalSpec:
     multiples: tuple[float, ...] = option((1.0, 1.25, 1.5, 2.0, 4.0, 8.0), ge=1, each=True,
                                           doc="evaluate at these multiples of the training length")
-    n_examples: int = option(100, ge=1, doc="per task and length; a share's standard error is at most sqrt(0.25 / n)")
+    n_examples: int = option(100, ge=1, le=EXAMPLES_MAX, doc="per task and length; a share's standard error is at most sqrt(0.25 / n)")
     batch_size: int = option(20, ge=1)
     seed: int = option(1234, ge=0)
     diagnostics: bool = option(False, doc="recency / logit / attention-mass diagnostics at init and after training")

@@ -14,6 +14,9 @@ from suite.model.span import SPANS, Span, SpanConfig
 from suite.options import option
 
 ATTENTION_IMPLS = ("auto", "reference", "sdpa", "flex")
+# The deepest stack a run may ask for: layer resolution and the pre-flight's meta-device build are
+# linear in the depth, and the deepest published decoders have about 128 layers.
+LAYERS_MAX = 1024
 
 
 @dataclass(frozen=True)
@@ -46,8 +49,10 @@ class LayerSpec:
 class ModelSpec:
     """Fields made with ``option`` are the ``model`` config group; the rest the build fills in."""
 
-    name: str = option(doc="the size's name: tiny | small | base")
-    n_layers: int = option(ge=1)
+    name: str = option(doc="the size the others start from, a model of conf/model (tiny | small | base); the "
+                           "spec's name is derived: that model's name when every size is its, else the name "
+                           "with the sizes that differ, as tiny(n_heads=2)")
+    n_layers: int = option(ge=1, le=LAYERS_MAX)
     d_model: int = option(ge=1)
     n_heads: int = option(ge=1, doc="must divide d_model")
     d_ff: int = option(ge=1)

@@ -13,12 +13,15 @@ bias separable into a query and a key term (``signal_bias``: FoX), or through th
 attention (``own_attention`` and ``attend``: stick-breaking's stick breaks, PaTH's transformed
 keys), for weights that are not a softmax of q·k plus a bias.
 
-A scheme owns its checks: the classmethod ``check(cfg, train_len, eval_lens)`` receives a layer's
-config, the training length and every evaluation length, and returns the config the run uses
-(resized to those lengths where the scheme sizes itself by them) or raises ``ValueError`` naming
-the bad value and its valid range. ``suite/config/build.py`` calls it for every layer before anything
-trains and reports the error with the layer's index. The default has no rules; ``learned``
-sizes its table and refuses one shorter than the training length.
+A scheme owns its checks: the classmethod ``check(cfg, train_len, eval_lens, dims)`` receives a
+layer's config, the training length, every evaluation length and the model's sizes, and returns
+the config the run uses (resized to those lengths where the scheme sizes itself by them) or
+raises ``ValueError`` naming the bad value and its valid range, a degenerate shape included (a
+rotary scheme with no pair to rotate is NoPE under another name). ``suite/config/build.py`` calls
+it for every layer before anything trains and reports the error with the layer's index. The
+default has no rules; ``learned`` sizes its table and refuses one shorter than the training
+length. What a scheme holds beyond the attention scores (a table read per query, CoPE's) it
+declares in ``held_floats``, which the memory pre-flight adds up.
 """
 from __future__ import annotations
 
@@ -91,10 +94,18 @@ class PositionScheme(nn.Module):
         self.dims = dims
 
     @classmethod
-    def check(cls, cfg: PositionConfig, train_len: int, eval_lens: tuple[int, ...]) -> PositionConfig:
-        """``cfg`` as a run with these lengths uses it, or ValueError naming the bad value and the
-        valid range. Default: no rules, ``cfg`` unchanged."""
+    def check(cls, cfg: PositionConfig, train_len: int, eval_lens: tuple[int, ...],
+              dims: Optional[Dims] = None) -> PositionConfig:
+        """``cfg`` as a run with these lengths and sizes (``dims``; None: no shape rules) uses it,
+        or ValueError naming the bad value and the valid range. Default: no rules, ``cfg`` unchanged."""
         return cfg
+
+    @classmethod
+    def held_floats(cls, cfg: PositionConfig, dims: Dims, batch: int, length: int, training: bool) -> float:
+        """Floats one layer of this scheme holds at once for a batch of ``batch`` sequences of
+        ``length`` tokens, beyond the attention scores ``pair_floats`` counts (kept for the
+        backward pass when ``training``); the memory pre-flight adds them. Default: none."""
+        return 0.0
 
     def embed(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         return x

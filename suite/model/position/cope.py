@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from suite.model.position.base import PositionConfig, PositionScheme
+from suite.options import LENGTH_MAX, option
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class CoPEConfig(PositionConfig):
     column is one that counts at the training length (at most L) can read, and a longer
     sequence's larger counts read the last of them, never an untrained column."""
 
-    npos_max: int | None = None
+    npos_max: int | None = option(None, le=LENGTH_MAX)
 
     def __post_init__(self):
         super().__post_init__()
@@ -52,6 +53,13 @@ class CoPE(PositionScheme):
     name = "cope"
     Config = CoPEConfig
     needs_logits = True
+
+    @classmethod
+    def held_floats(cls, cfg, dims, batch, length, training):
+        """q . e[n] for every query and table column, (B, H, T, npos), and in training the gradient
+        the two gathers scatter into it: the table's cost, which grows with ``npos_max``."""
+        npos = cfg.npos_max if cfg.npos_max is not None else dims.train_len + 1
+        return (2.0 if training else 1.0) * batch * dims.n_heads * length * npos
 
     def __init__(self, cfg, dims):
         super().__init__(cfg, dims)

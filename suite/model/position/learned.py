@@ -17,11 +17,12 @@ from torch import nn
 
 from suite.model.init import init_normal_
 from suite.model.position.base import LengthUnsupported, PositionConfig, PositionScheme
+from suite.options import LENGTH_MAX, option
 
 
 @dataclass(frozen=True)
 class LearnedConfig(PositionConfig):
-    max_positions: Optional[int] = None  # None: the training length (the run spec sets the longest eval length)
+    max_positions: Optional[int] = option(None, le=LENGTH_MAX)  # None: the training length (the run spec sets the longest eval length)
 
     def __post_init__(self):
         super().__post_init__()
@@ -39,7 +40,7 @@ class Learned(PositionScheme):
         init_normal_(self.table.weight)  # the token embeddings' scale
 
     @classmethod
-    def check(cls, cfg, train_len, eval_lens):
+    def check(cls, cfg, train_len, eval_lens, dims=None):
         """A table left at ``max_positions: null`` sized to the longest eval length; one shorter
         than the training length (no vector for trained positions) refused."""
         if cfg.max_positions is None:

@@ -54,6 +54,7 @@ from typing import Optional
 import torch
 
 from suite.model.position.base import SCHEMES, LengthUnsupported, PositionConfig, PositionScheme
+from suite.options import LENGTH_MAX, option
 
 EVAL_POSITIONS = ("identity", "random")
 MAX_LEN_MULTIPLE = 8  # default max_len, in training lengths: the default sweep evaluates up to 8x
@@ -72,7 +73,7 @@ def bases() -> list[str]:
 @dataclass(frozen=True)
 class RandomizedConfig(PositionConfig):
     base: str = "rope"
-    max_len: Optional[int] = None  # None: MAX_LEN_MULTIPLE x the training length
+    max_len: Optional[int] = option(None, le=LENGTH_MAX)  # None: MAX_LEN_MULTIPLE x the training length
     eval_positions: str = "identity"
 
     def __post_init__(self):
@@ -113,14 +114,19 @@ def sample_positions(seed: torch.Tensor, stream: torch.Tensor, n: int, max_len: 
     return torch.topk(keys, n, largest=False, sorted=False).indices.sort().values  # (n,)
 
 
-def _base_scheme(cfg: RandomizedConfig, dims, max_len: int) -> PositionScheme:
-    """The base with its defaults, the wrapper's log-length temperature, and a position table
-    (``max_positions``) of ``max_len`` rows."""
+def _base_config(cfg: RandomizedConfig, max_len: int) -> PositionConfig:
+    """The base's config: its defaults, the wrapper's log-length temperature, and a position
+    table (``max_positions``) of ``max_len`` rows."""
     cls = SCHEMES[cfg.base]
     params = {"log_scale": cfg.log_scale, "log_scale_base": cfg.log_scale_base}
     if "max_positions" in {f.name for f in dataclasses.fields(cls.Config)}:
         params["max_positions"] = max_len
-    return cls(cls.Config(**params), dims)
+    return cls.Config(**params)
+
+
+def _base_scheme(cfg: RandomizedConfig, dims, max_len: int) -> PositionScheme:
+    """The base scheme, with its config from ``_base_config``."""
+    return SCHEMES[cfg.base](_base_config(cfg, max_len), dims)
 
 
 class Randomized(PositionScheme):
@@ -128,14 +134,26 @@ class Randomized(PositionScheme):
     Config = RandomizedConfig
 
     @classmethod
-    def check(cls, cfg, train_len, eval_lens):
+    def check(cls, cfg, train_len, eval_lens, dims=None):
         """``max_len`` resolved (null: MAX_LEN_MULTIPLE x the training length) and refused below the
-        training length. Evaluation lengths past it are "unsupported" (``max_length``), not an error."""
+        training length, and the base's own check passed (a rotary base with no pair to rotate is
+        refused as the base would be). Evaluation lengths past it are "unsupported"
+        (``max_length``), not an error."""
         max_len = cfg.max_len or MAX_LEN_MULTIPLE * train_len
         if max_len < train_len:
             raise ValueError(f"randomized.max_len={max_len} is shorter than train.seq_len={train_len}; "
                              f"valid: null ({MAX_LEN_MULTIPLE} x train.seq_len) or at least {train_len}")
+        if dims is not None:
+            try:
+                SCHEMES[cfg.base].check(_base_config(cfg, max_len), train_len, eval_lens, dims)
+            except ValueError as err:
+                raise ValueError(f"randomized.base={cfg.base!r}: {err}") from None
         return dataclasses.replace(cfg, max_len=max_len)
+
+    @classmethod
+    def held_floats(cls, cfg, dims, batch, length, training):
+        """One hashed int64 key per position of [0, max_len), and the top-k over them: 6 floats each."""
+        return 6.0 * (cfg.max_len or MAX_LEN_MULTIPLE * dims.train_len)
 
     def __init__(self, cfg, dims):
         super().__init__(cfg, dims)

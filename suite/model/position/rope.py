@@ -129,6 +129,20 @@ class RoPE(PositionScheme):
     name = "rope"
     Config = RopeConfig
 
+    @classmethod
+    def check(cls, cfg, train_len, eval_lens, dims=None):
+        """Refuses a shape with no pair to rotate (a head of one dimension, a ``fraction`` or
+        ``drop_low`` that leaves no pair): its losses are NoPE's, stored under this scheme's name."""
+        if dims is not None and p_rope_pairs(rotary_dims(dims.head_dim, cfg.fraction), cfg.drop_low) == 0:
+            raise ValueError(
+                f"rope rotates no pair of dimensions: model.d_model={dims.d_model} / model.n_heads={dims.n_heads} "
+                f"is a head of {dims.head_dim}, position.fraction={cfg.fraction} of it rotates "
+                f"{rotary_dims(dims.head_dim, cfg.fraction)} dimensions, position.drop_low={cfg.drop_low} keeps "
+                f"{p_rope_pairs(rotary_dims(dims.head_dim, cfg.fraction), cfg.drop_low)} of their pairs; valid: at "
+                "least one rotated pair (a head of at least 2 dimensions, fraction * head size >= 2, drop_low below "
+                "1 - 1/(pairs)); for a model without positions use position=nope")
+        return cfg
+
     def __init__(self, cfg, dims):
         super().__init__(cfg, dims)
         self.rot = rotary_dims(dims.head_dim, cfg.fraction)

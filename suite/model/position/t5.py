@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from suite.model.position.base import LearnedBias, PositionConfig
+from suite.options import LENGTH_MAX, option
 
 
 def t5_bucket(relative_position: torch.Tensor, num_buckets: int = 32, max_distance: int = 128) -> torch.Tensor:
@@ -30,7 +31,7 @@ def t5_bucket(relative_position: torch.Tensor, num_buckets: int = 32, max_distan
 @dataclass(frozen=True)
 class T5Config(PositionConfig):
     num_buckets: int = 32
-    max_distance: int = 128
+    max_distance: int = option(128, le=LENGTH_MAX)
 
     def __post_init__(self):
         super().__post_init__()

@@ -59,6 +59,15 @@ class XPos(PositionScheme):
     name = "xpos"
     Config = XposConfig
 
+    @classmethod
+    def check(cls, cfg, train_len, eval_lens, dims=None):
+        """Refuses a head of one dimension: no pair to rotate or decay, NoPE under this name."""
+        if dims is not None and dims.head_dim < 2:
+            raise ValueError(f"xpos rotates no pair of dimensions: model.d_model={dims.d_model} / "
+                             f"model.n_heads={dims.n_heads} is a head of {dims.head_dim}; valid: a head of at least "
+                             "2 dimensions; for a model without positions use position=nope")
+        return cfg
+
     def __init__(self, cfg, dims):
         super().__init__(cfg, dims)
         self.center = dims.train_len // 2
