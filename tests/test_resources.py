@@ -56,7 +56,23 @@ def test_scores_are_counted_only_where_the_path_builds_them():
     # CoPE's term reads the logits: the reference path on every implementation, FlexAttention's included
     cope = estimate_bytes(make_spec(*long, "position=cope"), torch.device("cuda"))["train"]
     table = spec.model.head_dim * (512 + 1) * 4 * 4  # its table (training length + 1 columns): weights, grads, 2 Adam moments
-    assert cope - causal - table == pytest.approx(2 * scores * spec.model.n_layers, rel=1e-4)
+    # and q . e[n] for every query and column, with the gradient the gathers scatter into it (held_floats)
+    per_query = 2 * spec.train.batch_size * spec.model.n_heads * 512 * (512 + 1) * 4
+    assert cope - causal - table == pytest.approx((2 * scores + per_query) * spec.model.n_layers, rel=1e-4)
+
+
+def test_a_position_table_read_per_query_is_in_the_estimate():
+    """CoPE's q . e[n] products grow with position.npos_max: a million columns (no bigger a model)
+    needs about 122 GiB to train at the CPU recipe and is refused by the estimate, naming the table.
+    Mutation check: returning 0.0 from CoPE.held_floats (the table left out, as before) makes this fail."""
+    small, big = (make_spec("position=cope", f"position.npos_max={n}") for n in (33, 1_000_000))
+    b, h, t = small.train.batch_size, small.model.n_heads, small.train.seq_len
+    grown = estimate_bytes(big, CPU)["train"] - estimate_bytes(small, CPU)["train"]
+    params = (parameter_count(big) - parameter_count(small)) * 16
+    assert grown - params == pytest.approx(2 * b * h * t * (1_000_000 - 33) * 4 * small.model.n_layers, rel=1e-6)
+    with pytest.raises(ResourceError, match=r"training .* needs about 122\.\d GiB \(122\.\d GiB of it held by position "
+                                            r"scheme cope beyond the attention scores.*position\.npos_max"):
+        check_memory(big, available=24 * GIB, device=CPU)
 
 
 def test_a_run_that_cannot_fit_is_refused_with_the_estimate():

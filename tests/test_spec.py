@@ -157,8 +157,8 @@ def test_bad_configuration_names_the_value(overrides, message):
 def test_build_passes_every_layer_through_its_schemes_check(monkeypatch):
     seen = []
 
-    def check(cls, cfg, train_len, eval_lens):
-        seen.append((cls.name, train_len, eval_lens))
+    def check(cls, cfg, train_len, eval_lens, dims):
+        seen.append((cls.name, train_len, eval_lens, (dims.d_model, dims.n_heads, dims.head_dim)))
         if len(seen) == 4:
             raise ValueError("value=1 is refused; valid: >= 2")
         return cfg
@@ -167,7 +167,7 @@ def test_build_passes_every_layer_through_its_schemes_check(monkeypatch):
     monkeypatch.setattr(SCHEMES["nope"], "check", classmethod(check))
     with pytest.raises(SpecError, match=r"^layer 3: value=1 is refused; valid: >= 2$"):
         make_spec("pattern=rnope", "model.n_layers=6", "train.seq_len=32", "eval.multiples=[1,2.5]")
-    assert seen == [("rope", 32, (32, 80)), ("nope", 32, (32, 80))] * 2
+    assert seen == [("rope", 32, (32, 80), (64, 4, 16)), ("nope", 32, (32, 80), (64, 4, 16))] * 2  # model=tiny's sizes
 
 
 def test_run_id_is_a_stable_hash_of_the_resolved_spec():

@@ -85,7 +85,7 @@ def test_a_compiled_run_starts_with_a_fresh_dynamo_cache(monkeypatch):
     calls = []
     monkeypatch.setattr(torch.compiler, "reset", lambda: calls.append("reset"))
     monkeypatch.setattr(torch, "compile", lambda module, **kw: calls.append("compile") or module)
-    spec = make_spec("model.n_layers=1", "train.steps=1", "train.batch_size=2", "train.compile=true")
+    spec = make_spec("model.n_layers=1", "train.steps=1", "train.batch_size=2", "train.compile=true", "train.min_len=null")
     tasks = [t.build() for t in spec.tasks]
     for _ in range(2):
         train(PosBenchLM(spec.model), spec, tasks, progress=False)

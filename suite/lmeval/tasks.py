@@ -36,7 +36,8 @@ import datasets
 from suite.evaluation.evalsets import generate
 from suite.config.schema import EvalConf
 from suite.config.build import task_spec
-from suite.config.spec import TaskSpec
+from suite.config.spec import EXAMPLES_MAX, TaskSpec
+from suite.options import COUNT_MAX, LENGTH_MAX
 from tasks import TASKS, build_task
 from tasks.base import BOS_ID, EOS_ID, VOCAB, Example, decode
 
@@ -80,9 +81,11 @@ def example_docs(example: Example, length: int, index: int) -> list[dict]:
 
 
 def _lengths(lengths) -> list[int]:
+    """The lengths, each a positive integer within the suite's length bound (``suite.options.LENGTH_MAX``)."""
     values = [lengths] if isinstance(lengths, int) else list(lengths)
-    if not values or not all(isinstance(x, int) and x > 0 for x in values):
-        raise ValueError(f"metadata lengths={lengths!r}: must be a positive integer or a list of them")
+    if not values or not all(isinstance(x, int) and not isinstance(x, bool) and 0 < x <= LENGTH_MAX for x in values):
+        raise ValueError(f"metadata lengths={lengths!r}: must be a positive integer or a list of them, "
+                         f"each at most {LENGTH_MAX:,} tokens")
     return values
 
 
@@ -90,8 +93,10 @@ def build_docs(name: str, lengths=DEFAULT_LENGTHS, n_examples: int = DEFAULT_N, 
                params: dict | None = None) -> list[dict]:
     """The documents of task ``name``: ``n_examples`` examples per length, the lengths alternating
     document by document (an example's queries too); ``data_seed`` None is the suite's eval seed."""
-    if not isinstance(n_examples, int) or n_examples < 1:
-        raise ValueError(f"metadata n_examples={n_examples!r}: must be a positive integer")
+    if not isinstance(n_examples, int) or not 1 <= n_examples <= EXAMPLES_MAX:
+        raise ValueError(f"metadata n_examples={n_examples!r}: must be an integer in [1, {EXAMPLES_MAX:,}]")
+    if data_seed is not None and (not isinstance(data_seed, int) or not 0 <= data_seed <= COUNT_MAX):
+        raise ValueError(f"metadata data_seed={data_seed!r}: must be an integer in [0, {COUNT_MAX:,}]")
     data_seed = default_seed() if data_seed is None else data_seed
     task = task_of(name, params).build()
     sets = {}
