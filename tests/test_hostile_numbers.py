@@ -23,6 +23,7 @@ import os
 import re
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,7 @@ from suite.config.spec import EXAMPLES_MAX, STEPS_MAX
 from suite.model.position import SCHEMES
 from suite.model.span import SPANS
 from suite.model.spec import LAYERS_MAX
-from suite.options import COUNT_MAX, LENGTH_MAX, field_rules
+from suite.options import COUNT_MAX, LENGTH_MAX, number_kind
 from tasks import TASKS
 from tests.conftest import fast_or_exhaustive
 
@@ -68,14 +69,25 @@ def _hydra(value) -> str:
     return str(value)
 
 
-def cases_of(kind: str, values) -> list[tuple]:
-    """(id, overrides, message pattern) for every option of kind ``kind`` ("finite": a float,
-    "le": an integer) of every source at each of ``values``."""
+def numbers_of(cls: type, kind: type) -> list[tuple[str, bool, dict]]:
+    """(name, a sequence, declared rules) of every field of ``cls`` whose type is ``kind`` (float
+    or int; optional, or a tuple or list of them), read from the type hints, not from the rules
+    under test; a float declared ``finite=False`` is left out."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        found, sequence = number_kind(hints[f.name])
+        if found is kind and f.metadata.get("finite", True):
+            out.append((f.name, sequence, f.metadata.get("rules", {})))
+    return out
+
+
+def cases_of(kind: type, values) -> list[tuple]:
+    """(id, overrides, message pattern) for every option of type ``kind`` of every source at each
+    of ``values``: a float must be finite, an integer at most its declared ``le`` or COUNT_MAX."""
     cases = []
     for source, select, prefix, cls in sources():
-        for name, (rules, each, _) in field_rules(cls).items():
-            if kind not in rules or (kind == "le" and "finite" in rules):
-                continue
+        for name, each, rules in numbers_of(cls, kind):
             key = f"{prefix}.{name}" if prefix else name
             for value in values:
                 shown = _hydra(value)
@@ -84,17 +96,17 @@ def cases_of(kind: str, values) -> list[tuple]:
                     override, where = f"{key}=[{','.join([shown, *rest])}]", f"{re.escape(key)}\\[0\\]"
                 else:
                     override, where = f"{key}={shown}", re.escape(key)
-                if kind == "finite":
+                if kind is float:
                     message = f"{where}={re.escape(repr(value))}: must be a finite number"
                 else:
-                    message = f"{where}={value}: must be <= {rules['le']}"
+                    message = f"{where}={value}: must be <= {rules.get('le', COUNT_MAX)}"
                 plus = "++" if prefix == "task" else ""  # a task's YAML need not list every option
                 cases.append((f"{source}:{name}={shown}", [*select, plus + override], message))
     return cases
 
 
-FLOAT_CASES = cases_of("finite", FLOATS)
-COUNT_CASES = cases_of("le", COUNTS)
+FLOAT_CASES = cases_of(float, FLOATS)
+COUNT_CASES = cases_of(int, COUNTS)
 
 # make test: the issue's cases, and one case of each source's first option (the rest: make test-exhaustive)
 ISSUE_FLOAT_KEYS = {"position=rope:theta", "position=fox:decay_time_min", "position=fox:decay_time_max",
@@ -124,8 +136,8 @@ def _refusal(overrides: list[str]) -> str:
 
 def test_the_grids_cover_every_declared_number():
     """Every source contributes, and the issue's options are among the generated cases: the grids
-    are read from the declarations, not written out by hand. Mutation check: dropping the tasks
-    from ``sources`` (or the implicit int bound from field_rules) makes this fail."""
+    are read from the declarations' types, not written out by hand. Mutation check: dropping the
+    tasks from ``sources`` makes this fail."""
     floats = {c[0].rsplit("=", 1)[0] for c in FLOAT_CASES}
     counts = {c[0].rsplit("=", 1)[0] for c in COUNT_CASES}
     assert ISSUE_FLOAT_KEYS <= floats and ISSUE_COUNT_KEYS <= counts
