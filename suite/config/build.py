@@ -322,14 +322,14 @@ def _checked_layers(cfg: DictConfig, m: dict, train_len: int, eval_lens: tuple[i
 
 def _check_lengths(train_len: int, multiples: tuple[float, ...]) -> None:
     """Distinct eval multiples that give distinct eval lengths (a repeated length would store every
-    row twice and count one run as two seeds)."""
+    row twice and count one run as two seeds), each at most ``LENGTH_MAX`` tokens."""
     lengths: dict[int, float] = {}
     for x in multiples:
-        _require(x * train_len <= LENGTH_MAX,
+        n = eval_length(x, train_len)  # x is finite: the schema's rule
+        _require(n <= LENGTH_MAX,
                  f"eval.multiples={list(multiples)}: {x:g} x train.seq_len={train_len} is an eval length of "
-                 f"{x * train_len:.4g} tokens; valid: at most {LENGTH_MAX:,} tokens (suite.options.LENGTH_MAX), "
+                 f"{float(n):.4g} tokens; valid: at most {LENGTH_MAX:,} tokens (suite.options.LENGTH_MAX), "
                  f"multiples up to {LENGTH_MAX / train_len:g}")
-        n = eval_length(x, train_len)
         _require(n not in lengths, f"eval.multiples={list(multiples)}: {lengths.get(n, x):g} and {x:g} x "
                                    f"train.seq_len={train_len} both give the eval length {n}; list each length once")
         lengths[n] = x
