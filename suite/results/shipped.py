@@ -13,7 +13,7 @@ this module imports the store, never the reverse.
   file stays as it was.
 - ``unpack``: a shipped file back into run files under ``results/<sweep>/``, so a sweep started
   after it skips every run already published (a long sweep survives a change of machine). A run
-  file already there is kept, never overwritten.
+  file already there is kept, never overwritten; one that does not count as stored is set aside.
 - ``store.load`` reads a shipped file as it reads a folder, and ``python -m suite.report`` falls
   back to the shipped rows when ``results/<sweep>/`` holds none.
 """
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import suite.files as files
 from suite.commandline import Refused, command, parser, warnings_on_stderr
-from suite.results.store import PUBLISHED, encode_shipped, is_shipped, payloads, shipped_path
+from suite.results.store import PUBLISHED, NotStored, encode_shipped, is_shipped, payloads, shipped_path, verified_run
 
 MAX_BYTES = 5 * 2**20  # a shipped file stays small enough to live in git
 
@@ -123,22 +123,26 @@ def pack(folder: str | Path, out: str | Path, replace: bool = False) -> int:
 
 
 def unpack(path: str | Path, results_dir: str | Path, sweep: str) -> tuple[int, int]:
-    """Write each shipped run of ``path`` as ``<results_dir>/<sweep>/<run_id>.json`` where no file
-    is there yet; returns (written, kept). A run file already there is kept, and named when its
-    contents differ from the shipped ones."""
+    """Write each shipped run of ``path`` as ``<results_dir>/<sweep>/<run_id>.json`` where the run
+    is not stored yet; returns (written, kept). A stored run file already there is kept, and named
+    when its contents differ from the shipped ones; anything else at its name (``verified_run``:
+    damaged, another run's, a folder) is set aside (``files.set_aside``), named, and the shipped run
+    written in its place."""
     written = kept = 0
     for _, payload in payloads(path):
         rid = payload["run"]["run_id"]
         target = files.result_path(results_dir, sweep, rid)
-        if target.exists():
-            kept += 1
+        if os.path.lexists(target):
             try:
-                same = json.loads(target.read_text()) == payload
-            except (OSError, ValueError):
-                same = False
-            if not same:
-                warnings.warn(f"kept {target}: it differs from the shipped run {rid}", stacklevel=2)
-            continue
+                same = verified_run(target, rid) == payload
+            except NotStored as err:
+                warnings.warn(f"{err}; set aside as {files.set_aside(target)}, and the shipped run written in its place",
+                              stacklevel=2)
+            else:
+                kept += 1
+                if not same:
+                    warnings.warn(f"kept {target}: it differs from the shipped run {rid}", stacklevel=2)
+                continue
         files.write_json_atomic(target, payload)
         written += 1
     return written, kept
