@@ -245,14 +245,17 @@ def _problem(payload: dict) -> str | None:
 
 def identity_problem(payload: dict, run_id: str | None = None, spec_hash: str | None = None) -> str | None:
     """What makes a run file not the run it should be, or None: its record names run ``run_id``
-    with spec hash ``spec_hash`` (each, when given), and every row names the record's run and
-    spec hash (when the record states one)."""
+    with spec hash ``spec_hash`` (each, when given); the spec hash its record states is the one
+    its run id ends with (a run id is ``<readable part>-<spec hash>``); and every row names the
+    record's run and spec hash."""
     run = payload.get("run") if isinstance(payload.get("run"), dict) else {}
     rid, own_hash = run.get("run_id"), run.get("spec_hash")
     if run_id is not None and rid != run_id:
         return f"it holds run {rid!r}, not {run_id!r}"
     if spec_hash is not None and own_hash != spec_hash:
         return f"its spec hash is {own_hash!r}, not the run's {spec_hash!r}"
+    if own_hash is not None and not str(rid).endswith(f"-{own_hash}"):  # suite.results.identity.run_id
+        return f"its spec hash {own_hash!r} is not the one its run id {rid!r} ends with"
     for i, row in enumerate(payload["rows"]):
         if row.get("run_id") != rid:
             return f"row {i}: run {row.get('run_id')!r}, not the file's {rid!r}"
