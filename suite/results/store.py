@@ -12,6 +12,12 @@ the same bytes (``encode_shipped``). ``load`` reads such a file as it reads a fo
 in a file or on a line, passes the one envelope check (``envelope_problem``).
 ``suite.results.shipped`` packs and unpacks them.
 
+A run file counts as stored only when ``verified_run`` accepts it: a regular file that parses,
+passes the envelope, row and run checks, and names its run (the file's name, or the run a caller
+expects) and spec hash in its record and every row. It is the one test of "stored": the run's
+and the sweep's skip (``suite.run``, which sets anything else aside and runs again), ``load``,
+lm-eval, diagnose, reproduce and unpack all ask it.
+
 Each row carries what a reader needs without the code: its task's ``headline`` metric, and its
 metric's declaration (``DECLARED``: direction, range, whether it is a share of examples), which
 ``write_run`` copies from ``suite.results.metrics``. Rows stored before rows carried them are
@@ -413,9 +419,11 @@ def load(path: str | Path) -> pd.DataFrame:
     label of the machine's numeric signature (``suite.results.numerics``).
 
     Rows stored before rows carried their headline metric and metric declarations get them from
-    today's declarations (``described``). Unreadable, truncated or foreign JSON files, and files
-    holding an impossible row (``row_problem``) or rows their own spec cannot have produced
-    (``run_problem``), are reported by name and skipped. A run id stored twice with the same contents is counted once; stored
+    today's declarations (``described``). Every file that does not count as stored
+    (``verified_run``: unreadable, truncated or foreign JSON, a folder or FIFO in a file's place,
+    an impossible row (``row_problem``), rows their own spec cannot have produced
+    (``run_problem``), another run's file under this run's name (``identity_problem``)) is
+    reported by name and skipped. A run id stored twice with the same contents is counted once; stored
     twice with different contents, every file claiming it is named and none is used.
     """
     return frame(payloads(path) if Path(path).exists() else [])
