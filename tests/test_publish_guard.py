@@ -6,6 +6,7 @@ leaves the old file byte for byte as it was on any failure.
 The shipped board here is the report tests' four runs (rope-0 and rope-1 in configuration
 cfg-rope, alibi-0 in cfg-alibi, learned-0 in cfg-learned).
 """
+import gzip
 import json
 import shutil
 import subprocess
@@ -179,13 +180,21 @@ def test_a_backup_left_by_an_unfinished_pack_is_never_overwritten(board, capsys)
     assert backup.read_bytes() == b"an older board" and target.read_bytes() == before
 
 
-def test_an_unreadable_board_is_replaced_only_with_replace(board, capsys):
+@pytest.mark.parametrize("damage", ["not gzip", "one line cut short"])
+def test_an_unreadable_board_is_replaced_only_with_replace(board, capsys, damage):
+    """A board that cannot be read, or holds a line that cannot, cannot be compared: refused.
+    Mutation check: comparing only the readable runs makes 'one line cut short' fail."""
     results, published = board
     target = store.shipped_path("fx", published)
-    target.write_bytes(b"not gzip")
+    if damage == "not gzip":
+        target.write_bytes(b"not gzip")
+    else:
+        lines = gzip.decompress(target.read_bytes()).decode().splitlines()
+        target.write_bytes(gzip.compress(("\n".join([*lines[:-1], lines[-1][:50]]) + "\n").encode()))
+    before = target.read_bytes()
     code, text = _pack(results, published, capsys=capsys)
-    assert code == 2 and f"refusing to replace {target}: it cannot be read as a board" in text, text
-    assert target.read_bytes() == b"not gzip"
+    assert code == 2 and f"refusing to replace {target}: it cannot be read as a board to compare with (1 unreadable, first " in text, text
+    assert target.read_bytes() == before
     code, text = _pack(results, published, "--replace", capsys=capsys)
     assert code == 0 and _runs(target) == ["alibi-0", "learned-0", "rope-0", "rope-1"]
 

@@ -324,17 +324,29 @@ def numeric_label(sig: dict) -> str:
     return label(sig)
 
 
+def _shipped_lines(path: Path):
+    """(``path:line``, verified payload or ``NotStored``) for every line of the shipped file ``path``."""
+    for where, payload in read_shipped(path):
+        if isinstance(payload, Exception):
+            yield where, NotStored(where, str(payload), False)
+        elif (problem := payload_problem(payload)) is not None:
+            yield where, NotStored(where, problem, True)
+        else:
+            yield where, payload
+
+
+def shipped_runs(path: str | Path) -> tuple[list[dict], list[NotStored]]:
+    """(the runs of the shipped file ``path`` that count as stored, one ``NotStored`` for each line
+    that does not), warning about none: for a writer that must compare or verify a board."""
+    found = list(_shipped_lines(Path(path)))
+    return ([p for _, p in found if not isinstance(p, NotStored)], [p for _, p in found if isinstance(p, NotStored)])
+
+
 def _files(path: Path):
     """(name, verified payload or ``NotStored``) for every run file under the folder ``path``, or
     every line of the shipped file ``path``."""
     if is_shipped(path):
-        for where, payload in read_shipped(path):
-            if isinstance(payload, Exception):
-                yield where, NotStored(where, str(payload), False)
-            elif (problem := payload_problem(payload)) is not None:
-                yield where, NotStored(where, problem, True)
-            else:
-                yield where, payload
+        yield from _shipped_lines(path)
         return
     for file in sorted(path.rglob("*.json")):
         parts = file.relative_to(path).parts
