@@ -27,7 +27,8 @@ from pathlib import Path
 
 import suite.files as files
 from suite.commandline import Refused, command, parser, warnings_on_stderr
-from suite.results.store import PUBLISHED, NotStored, encode_shipped, is_shipped, payloads, shipped_path, verified_run
+from suite.results.store import (PUBLISHED, NotStored, encode_shipped, is_shipped, payloads, shipped_path, shipped_runs,
+                                 verified_run)
 
 MAX_BYTES = 5 * 2**20  # a shipped file stays small enough to live in git
 
@@ -68,11 +69,9 @@ def backup_path(out: str | Path) -> Path:
 
 def _verify(out: Path, expected: list[dict]) -> None:
     """``out`` read back through the store holds the runs of ``expected``; else ValueError."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        back = [payload for _, payload in payloads(out)]
-    if caught or _board(back)[0] != _board(expected)[0] or len(back) != len(expected):
-        why = caught[0].message if caught else f"{len(back)} runs read back, not {len(expected)}"
+    back, bad = shipped_runs(out)
+    if bad or _board(back)[0] != _board(expected)[0] or len(back) != len(expected):
+        why = bad[0].reason if bad else f"{len(back)} runs read back, not {len(expected)}"
         raise ValueError(f"{out} did not read back as written ({why})")
 
 
@@ -89,13 +88,10 @@ def pack(folder: str | Path, out: str | Path, replace: bool = False) -> int:
     if out.exists() and not out.is_file():
         raise ValueError(f"{out} is not a file: nothing was written")
     if out.exists():
-        with warnings.catch_warnings(record=True) as unreadable:
-            warnings.simplefilter("always")
-            old = [payload for _, payload in payloads(out)] if is_shipped(out) else []
-        if not old and not replace:
-            why = unreadable[0].message if unreadable else "it is not a shipped file"
-            raise WouldLose(f"refusing to replace {out}: it cannot be read as a board to compare with ({why}); "
-                            "pass --replace to write over it")
+        old, unreadable = shipped_runs(out)
+        if unreadable and not replace:  # what cannot be read cannot be compared: it might be lost
+            raise WouldLose(f"refusing to replace {out}: it cannot be read as a board to compare with "
+                            f"({len(unreadable)} unreadable, first {unreadable[0]}); pass --replace to write over it")
     if not found:
         kept = f"; {out} ({len(old)} runs) is left as it was" if old else ""
         raise ValueError(f"no results under {folder} to pack{kept}")
