@@ -49,8 +49,9 @@ report-check: install ## open every reports/*/index.html in headless Chromium an
 	$(BIN)/pip install -q -e ".[check]"
 	$(BIN)/python -m suite.report.check $(patsubst %/index.html,%,$(wildcard reports/*/index.html))
 
-publish: install ## pack results/<sweep>/ into published/<sweep>.jsonl.gz, the rows a published report is rebuilt from
-	$(BIN)/python -m suite.results.shipped pack $(SWEEP)
+publish: install ## pack results/<sweep>/ into published/<sweep>.jsonl.gz, the rows a published report is rebuilt from; it refuses to replace a board with fewer runs or configurations unless REPLACE=1
+	$(if $(filter-out 0 1,$(REPLACE)),@echo "REPLACE=$(REPLACE): valid: 1 (replace the shipped board even with fewer runs or configurations) or 0"; exit 2)
+	$(BIN)/python -m suite.results.shipped pack $(SWEEP)$(if $(filter 1,$(REPLACE)), --replace)
 
 bench: install ## measure speed and memory side by side; writes reports/perf/
 	$(BIN)/python -m suite.bench.perf

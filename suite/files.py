@@ -100,3 +100,20 @@ def write_atomic(path: Path, data: str | bytes) -> None:
 def write_json_atomic(path: Path, payload: dict) -> None:
     """``payload`` as JSON, written by ``write_atomic``."""
     write_atomic(path, json.dumps(payload, allow_nan=True, default=_jsonable))
+
+
+SET_ASIDE = "_set_aside"  # a folder's files set aside as not what they should be ('_': never read as results)
+
+
+def set_aside(path: str | Path) -> Path:
+    """Move what is at ``path`` (a damaged result or cache file, another run's file, a folder, a
+    FIFO) to ``<its folder>/_set_aside/<name>.damaged-<n>`` (n: the first number free), where no
+    reader looks; nothing is deleted. Returns the new path."""
+    path = Path(path)
+    folder = path.parent / SET_ASIDE
+    folder.mkdir(exist_ok=True)
+    n = 1
+    while os.path.lexists(target := folder / f"{path.name}.damaged-{n}"):
+        n += 1
+    os.rename(path, target)
+    return target

@@ -118,6 +118,21 @@ def rerun(payload: dict, results_dir: Path, sweep: str) -> Path | None:
                    threads=int(threads), progress=False)
 
 
+def stored_reruns(paths: list[Path | None]) -> list[tuple[Path, dict]]:
+    """(file, payload) of each rerun's result file that counts as stored (``store.verified_run``);
+    any other is named in a warning and left out of the comparison."""
+    out = []
+    for path in paths:
+        if path is None:
+            warnings.warn("a rerun is being trained by another process now; it is left out", stacklevel=2)
+            continue
+        try:
+            out.append((path, store.verified_run(path)))
+        except store.NotStored as err:
+            warnings.warn(f"{err}; it is left out of the comparison", stacklevel=2)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = parser("python -m suite.reproduce", __doc__)
     p.add_argument("sweep", nargs="?", help="a published sweep: reads published/<sweep>.jsonl.gz")
@@ -155,14 +170,14 @@ def main(argv: list[str] | None = None) -> int:
     from suite.results.numerics import label, signature
 
     print(f"reproducing {len(chosen)} of {len(found)} runs of {source} on: {label(signature())}")
+    paths = []
     for rid in chosen:
         sig = found[rid]["run"].get("numeric")
         print(f"- {rid} (published on: {label(sig) if isinstance(sig, dict) else 'not recorded'})")
-        rerun(found[rid], Path(args.results), args.sweep)
+        paths.append(rerun(found[rid], Path(args.results), args.sweep))
     published = store.load(source)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        reruns = store.load(files.sweep_dir(args.results, args.sweep))
+    with warnings_on_stderr():
+        reruns = store.frame(stored_reruns(paths))
     reruns = reruns[reruns.run_id.isin(chosen)]
     table = compare(published, reruns)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"))

@@ -1,7 +1,9 @@
 """Entry point: ``python -m suite.run <overrides>`` trains, evaluates and stores one run.
 
 ``python -m suite.run -m position=nope,rope,alibi`` is a Hydra multirun. A run whose result
-file exists is skipped (its id is the hash of its resolved spec), a run another sweep under the
+file is stored (``suite.results.store.verified_run``: it parses, passes the store's checks and
+holds this run) is skipped (its id is the hash of its resolved spec); anything else at its name
+is set aside (``files.set_aside``) and the run is done again; a run another sweep under the
 same results folder already stored is copied, not trained again, and an interrupted run resumes
 from its last checkpoint.
 """
@@ -34,12 +36,13 @@ log = logging.getLogger("posbench")
 def execute(spec: RunSpec, *, results_dir="results", logger_cfg: dict | None = None, ckpt_every: int = 0,
             log_every: int = 10, threads: int = 0, progress: bool = True) -> Path | None:
     """Train, evaluate and store one run; returns its result file (None when another process is
-    training it now). Finished runs are skipped."""
+    training it now). Stored runs (``stored``) are skipped; anything else at the result file's
+    name is set aside and the run is done again."""
     rid = run_id(spec)
     out = files.result_path(results_dir, spec.sweep, rid)
     if distributed.active():
         return _execute_distributed(spec, rid, out, results_dir, logger_cfg, ckpt_every, log_every, threads, progress)
-    if out.exists():
+    if stored(out, rid, spec.run_id, set_aside=False):
         log.info("skip %s: already stored at %s", rid, out)
         return out
     check_memory(spec, device=check_device(spec))  # before anything is written
@@ -47,13 +50,30 @@ def execute(spec: RunSpec, *, results_dir="results", logger_cfg: dict | None = N
         if not mine:
             log.info("skip %s: another process is training it", rid)
             return None
-        if out.exists():  # finished while we waited for the lock
+        if stored(out, rid, spec.run_id):  # finished while we waited for the lock
             log.info("skip %s: already stored at %s", rid, out)
             return out
-        if (copied := store.copy_from_sibling(results_dir, spec.sweep, rid)) is not None:
+        if (copied := store.copy_from_sibling(results_dir, spec.sweep, rid, spec.run_id)) is not None:
             log.info("skip %s: the same run is stored in another sweep; copied to %s", rid, copied)
             return copied
         return _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, threads, progress)
+
+
+def stored(out: Path, rid: str, spec_hash: str, set_aside: bool = True) -> bool:
+    """Whether run ``rid`` (spec hash ``spec_hash``) is stored at ``out``: the store's one test,
+    ``store.verified_run``. Anything else there (a damaged file, another run's, a folder, a FIFO)
+    is, with ``set_aside`` (the caller holds the run's lock), moved aside by ``files.set_aside``
+    and named in a one-line warning, so the run is done again."""
+    if not os.path.lexists(out):
+        return False
+    try:
+        store.verified_run(out, rid, spec_hash)
+        return True
+    except store.NotStored as err:
+        if set_aside:
+            moved = files.set_aside(out)
+            warnings.warn(f"{err}; set aside as {moved}, and the run is done again", stacklevel=2)
+        return False
 
 
 def _execute_distributed(spec, rid, out, results_dir, logger_cfg, ckpt_every, log_every, threads, progress):
@@ -62,16 +82,16 @@ def _execute_distributed(spec, rid, out, results_dir, logger_cfg, ckpt_every, lo
         if distributed.agree(None):
             _train_and_store(spec, rid, results_dir, None, ckpt_every, log_every, threads, False)
         return None
-    if out.exists():
+    if stored(out, rid, spec.run_id, set_aside=False):
         log.info("skip %s: already stored at %s", rid, out)
         distributed.agree(False)
         return out
     with files.run_lock(results_dir, spec.sweep, rid) as mine:
-        go = mine and not out.exists()
+        go = mine and not stored(out, rid, spec.run_id)
         distributed.agree(go)
         if not go:
             log.info("skip %s: stored or being trained by another process", rid)
-            return out if out.exists() else None
+            return out if mine else None
         return _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, threads, progress)
 
 

@@ -431,10 +431,12 @@ def case_disk_full_checkpoint(results):
 
 
 def case_lmeval_not_torch(results):
+    """Weights that are not the ones the run's training wrote: refused by their SHA-256 before torch reads them."""
     model = _work(results) / "model.pt"
     model.write_text("this is not a torch file")
     return (lambda: run_cli("suite.lmeval", ["--run", str(_result_file(results)), "--tasks", "posbench_copy", "--limit", "1"], cwd=results.parent),
-            2, rf"{re.escape(str(model))} is not the state dict of run")
+            1, rf"refused {re.escape(str(model))}: model\.pt is not the file this training wrote: {re.escape(str(model))} "
+               rf"has SHA-256 [0-9a-f]{{64}}, {re.escape(str(model.parent / 'trained.json'))} records [0-9a-f]{{64}}")
 
 
 def case_lmeval_no_weights(results):
@@ -501,7 +503,8 @@ def case_result_two_claims(results):
     good = _result_file(results)
     payload = json.loads(good.read_text())
     payload["rows"][0]["value"] = 1.0
-    other = results / "h" / "a-copy.json"
+    other = results / "h" / "older" / good.name  # a copy in a folder of its own, named for its run
+    other.parent.mkdir()
     other.write_text(json.dumps(payload))
     return _report(results), 1, rf"skipping run {re.escape(payload['run']['run_id'])}: 2 files claim it with different contents"
 
@@ -577,7 +580,7 @@ def case_lmeval_truncated_run(results):
     bad = results / "h" / "truncated.json"
     bad.write_text(_result_file(results).read_text()[:100])
     return (lambda: run_cli("suite.lmeval", ["--run", str(bad), "--tasks", "posbench_copy"], cwd=results.parent),
-            2, rf"--run {re.escape(str(bad))}: ")
+            2, rf"{re.escape(str(bad))} does not count as stored: ")
 
 
 def case_show_negative_seed(results):

@@ -491,13 +491,15 @@ def test_entry_point_arguments(run_file):
 
 
 def run_copy(run_file, folder, **run_meta):
-    """A copy of ``run_file`` (and its weights) under ``folder``, its ``run`` entry updated by ``run_meta``."""
+    """A copy of ``run_file`` (and its weights and their record) under ``folder``, its ``run``
+    entry updated by ``run_meta``."""
     payload = json.loads(run_file.read_text())
     payload["run"].update(run_meta)
     copy = folder / "lm" / run_file.name
     (copy.parent / "_work" / run_file.stem).mkdir(parents=True)
     copy.write_text(json.dumps(payload))
-    (copy.parent / "_work" / run_file.stem / "model.pt").write_bytes((run_file.parent / "_work" / run_file.stem / "model.pt").read_bytes())
+    for name in ("model.pt", "trained.json"):
+        (copy.parent / "_work" / run_file.stem / name).write_bytes((run_file.parent / "_work" / run_file.stem / name).read_bytes())
     return copy
 
 

@@ -158,11 +158,14 @@ def test_store_skips_foreign_and_truncated_files(tmp_path):
     (tmp_path / "s" / "foreign.json").write_text(json.dumps({"hello": 1}))
     (tmp_path / "s" / "truncated.json").write_text(path.read_text()[:100])
     (tmp_path / "s" / "empty.json").write_text("")
-    (tmp_path / "s" / "copy-of-run.json").write_text(path.read_text())  # the same run twice
+    (tmp_path / "s" / "copy-of-run.json").write_text(path.read_text())  # a run file under a name not its own
+    (tmp_path / "s" / "older").mkdir()
+    (tmp_path / "s" / "older" / path.name).write_text(path.read_text())  # the same run twice
     with pytest.warns(UserWarning) as caught:
         df = store.load(tmp_path / "s")
     named = " ".join(str(w.message) for w in caught)
     assert all(name in named for name in ("foreign.json", "truncated.json", "empty.json", "duplicate run"))
+    assert f"copy-of-run.json: it holds run {path.stem!r}, not 'copy-of-run'" in named
     assert df.run_id.nunique() == 1 and len(df) == len(store.read_run(path)["rows"])  # counted once
 
 

@@ -63,15 +63,27 @@ def test_a_damaged_line_is_named_and_skipped_and_the_rest_is_read(fixture_store,
 
 
 def test_unpack_writes_missing_runs_and_keeps_a_users_file(fixture_store, tmp_path):  # noqa: F811
+    """A stored run file of the user's is kept even when it differs; a file at a run's name that
+    does not count as stored is set aside with its bytes, never overwritten.
+    Mutation check: ``unpack`` writing over a stored file makes this fail."""
     with pytest.warns(UserWarning):
         shipped.pack(fixture_store / "fx", tmp_path / "fx.jsonl.gz")
-    mine = tmp_path / "results" / "fx" / "rope-0.json"
-    mine.parent.mkdir(parents=True)
-    mine.write_text('{"mine": true}')
-    with pytest.warns(UserWarning, match="kept .*rope-0.json: it differs from the shipped run rope-0"):
+    folder = tmp_path / "results" / "fx"
+    folder.mkdir(parents=True)
+    mine = json.loads((fixture_store / "fx" / "rope-0.json").read_text())
+    mine["rows"][0]["value"] = 0.25
+    (folder / "rope-0.json").write_text(json.dumps(mine))
+    (folder / "rope-1.json").write_text('{"mine": true}')
+    with pytest.warns(UserWarning) as caught:
         assert shipped.unpack(tmp_path / "fx.jsonl.gz", tmp_path / "results", "fx") == (3, 1)
-    assert mine.read_text() == '{"mine": true}'
-    assert json.loads((tmp_path / "results" / "fx" / "rope-1.json").read_text())["run"]["run_id"] == "rope-1"
+    said = [str(w.message) for w in caught]
+    assert f"kept {folder / 'rope-0.json'}: it differs from the shipped run rope-0" in said
+    assert any(m.startswith(f"{folder / 'rope-1.json'} does not count as stored: ") and
+               m.endswith(f"set aside as {folder / '_set_aside' / 'rope-1.json.damaged-1'}, and the shipped run "
+                          "written in its place") for m in said), said
+    assert json.loads((folder / "rope-0.json").read_text()) == mine
+    assert (folder / "_set_aside" / "rope-1.json.damaged-1").read_text() == '{"mine": true}'
+    assert json.loads((folder / "rope-1.json").read_text())["run"]["run_id"] == "rope-1"
     assert shipped.unpack(tmp_path / "fx.jsonl.gz", tmp_path / "results", "fx") == (0, 4)  # again: nothing to do
 
 

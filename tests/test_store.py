@@ -70,7 +70,7 @@ def test_a_file_with_an_impossible_row_is_named_and_skipped(tmp_path, case):
 def test_two_files_claiming_one_run_with_different_contents_are_both_named_and_neither_is_used(tmp_path):
     store.write_run(tmp_path, "sw", "other", _run("other"), [_row(run_id="other")])
     first = store.write_run(tmp_path, "sw", "r", _run("r"), [_row(run_id="r", value=0.25)])
-    second = tmp_path / "sw" / "a-copy.json"  # sorts first
+    second = tmp_path / "sw" / "a-copy" / "r.json"  # a copy in a folder of its own, named for its run
     payload = store.read_run(first)
     payload["rows"][0]["value"] = 1.0
     files.write_json_atomic(second, payload)

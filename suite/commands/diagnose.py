@@ -18,8 +18,28 @@ from suite.commands.configured import configured, overrides_parser
 from suite.commands.describe import layer_kind
 from suite.evaluation.diagnostics import SITES, diagnostic_examples, diagnostic_rows
 from suite.model.lm import PosBenchLM
+from suite.results import store
 from suite.results.identity import run_id
+from suite.training.checkpoint import trained_record
 from suite.evaluation.slices import parse_slice
+
+
+def stored_weights(results_dir, spec, overrides: list[str]) -> dict:
+    """The trained weights of the run ``spec`` describes, once its result file counts as stored
+    (``store.verified_run``) and its ``model.pt`` is the file its training wrote
+    (``checkpoint.trained_record``); else a refusal naming the file (exit 1)."""
+    rid = run_id(spec)
+    path = files.work_dir(results_dir, spec.sweep, rid) / "model.pt"
+    if not path.exists():
+        raise Refused(f"no stored model at {path}: run it first (python -m suite.run {' '.join(overrides)})", 1)
+    try:
+        store.verified_run(files.result_path(results_dir, spec.sweep, rid), rid, spec.run_id)
+        trained_record(path.parent, spec.run_id)
+    except store.NotStored as err:
+        raise Refused(f"{err}; rerun it (python -m suite.run {' '.join(overrides)})", 1) from None
+    except ValueError as err:
+        raise Refused(f"refused {path}: {err}", 1) from None
+    return torch.load(path, map_location="cpu", weights_only=True)
 
 
 @command
@@ -32,10 +52,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.commands.di
     model = PosBenchLM(spec.model)
     stage = "init"
     if args.stored:
-        path = files.work_dir(cfg.results_dir, spec.sweep, run_id(spec)) / "model.pt"
-        if not path.exists():
-            raise Refused(f"no stored model at {path}: run it first (python -m suite.run {' '.join(args.overrides)})", 1)
-        model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        model.load_state_dict(stored_weights(cfg.results_dir, spec, args.overrides))
         stage = "trained"
     tasks = [(t, t.build()) for t in spec.tasks]
     task_name, examples = diagnostic_examples(spec, tasks, cfg.results_dir)

@@ -82,7 +82,7 @@ def run_args(run: str, results_dir: str, rest: list[str]) -> list[str]:
     """The lm-eval arguments that score stored run ``run``, followed by ``rest``."""
     from suite.config.build import run_spec_from_dict
     from suite.lmeval.model import resolve_run
-    from suite.results.store import read_run
+    from suite.results.store import verified_run
 
     rest = list(rest)
     for i, arg in enumerate(rest):
@@ -93,7 +93,7 @@ def run_args(run: str, results_dir: str, rest: list[str]) -> list[str]:
             del rest[i : i + (1 if "=" in arg else 2)]
             break
     path = resolve_run(run, results_dir).resolve()
-    stored = read_run(path)["run"].get("spec")
+    stored = verified_run(path)["run"].get("spec")
     metadata = {}
     if stored:
         spec = run_spec_from_dict(stored)
@@ -123,13 +123,16 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.lmeval") ->
     p.add_argument("--run", help="a run's result JSON, its _work/<run_id> folder, or a run id under --results_dir")
     p.add_argument("--results_dir", default="results", help="where run ids are looked up (default: results)")
     args, rest = p.parse_known_args(argv)
-    from suite.lmeval.model import load_run  # registers the posbench model with lm-eval
+    from suite.lmeval.model import WeightsRefused, load_run  # registers the posbench model with lm-eval
     from suite.lmeval.yamls import include_dir
 
     try:
         lm_args = include_args(run_args(args.run, args.results_dir, rest) if args.run else list(rest))
         if args.run:
             load_run(args.run, args.results_dir)  # missing or damaged weights are named before lm-eval starts
+    except WeightsRefused as err:  # a run whose weights are not its own: it failed, the arguments did not
+        print(f"{p.prog}: error: --run {args.run}: {err}", file=sys.stderr)
+        sys.exit(1)
     except ValueError as err:
         p.error(f"--run {args.run}: {err}" if args.run and str(args.run) not in str(err) else str(err))
     unknown = unknown_posbench_tasks(lm_args)

@@ -36,7 +36,8 @@ from tqdm import tqdm
 from suite.lmeval.generation import Generation, decode_greedy
 from suite.model.lm import PosBenchLM
 from suite.config.build import model_spec_from_dict
-from suite.results.store import read_run
+from suite.results.store import verified_run
+from suite.training.checkpoint import trained_record
 from tasks.base import BOS_ID, EOS_ID, PAD_ID, VOCAB_SIZE, decode, encode
 
 log = logging.getLogger("posbench")
@@ -72,16 +73,27 @@ def resolve_run(run: str | Path, results_dir: str | Path = "results", sweep: str
                      f"has that id; run ids there: {shown or 'none'}")
 
 
+class WeightsRefused(ValueError):
+    """The run's ``model.pt`` is not the file its training wrote (``trained_record``): a failed
+    run (exit 1), not a bad argument."""
+
+
 def load_run(run, results_dir="results", device="cpu", sweep=None) -> tuple[PosBenchLM, dict]:
-    """(model with the run's trained weights, in eval mode; the result file's payload)."""
+    """(model with the run's trained weights, in eval mode; the result file's payload). The
+    result file must count as stored (``verified_run``) and ``model.pt`` be the file the run's
+    training wrote (``trained_record``: its SHA-256 is the one ``trained.json`` records)."""
     path = resolve_run(run, results_dir, sweep)
-    payload = read_run(path)
+    payload = verified_run(path)
     spec = payload["run"].get("spec")
     if not spec:
         raise ValueError(f"{path} stores no run spec; it was written before specs were stored")
     weights = path.parent / "_work" / path.stem / "model.pt"
     if not weights.is_file():
         raise ValueError(f"run {path.stem} has no trained weights at {weights}")
+    try:
+        trained_record(weights.parent, payload["run"].get("spec_hash"))
+    except ValueError as err:
+        raise WeightsRefused(f"refused {weights}: {err}") from None
     if payload["run"].get("train_status", "ok") != "ok":
         log.warning("run %s ended with status %r; scoring its last weights", path.stem, payload["run"]["train_status"])
     model_spec = model_spec_from_dict(spec["model"])

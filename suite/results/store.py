@@ -12,6 +12,12 @@ the same bytes (``encode_shipped``). ``load`` reads such a file as it reads a fo
 in a file or on a line, passes the one envelope check (``envelope_problem``).
 ``suite.results.shipped`` packs and unpacks them.
 
+A run file counts as stored only when ``verified_run`` accepts it: a regular file that parses,
+passes the envelope, row and run checks, and names its run (the file's name, or the run a caller
+expects) and spec hash in its record and every row. It is the one test of "stored": the run's
+and the sweep's skip (``suite.run``, which sets anything else aside and runs again), ``load``,
+lm-eval, diagnose, reproduce and unpack all ask it.
+
 Each row carries what a reader needs without the code: its task's ``headline`` metric, and its
 metric's declaration (``DECLARED``: direction, range, whether it is a share of examples), which
 ``write_run`` copies from ``suite.results.metrics``. Rows stored before rows carried them are
@@ -24,7 +30,9 @@ import gzip
 import io
 import json
 import math
+import os
 import re
+import stat
 import sys
 import warnings
 from functools import lru_cache
@@ -79,17 +87,15 @@ def relabelled(payload: dict, sweep: str, source: str) -> dict:
     return {**payload, "run": run, "rows": [{**row, "sweep": sweep} for row in payload["rows"]]}
 
 
-def copy_from_sibling(results_dir, sweep: str, run_id: str) -> Path | None:
+def copy_from_sibling(results_dir, sweep: str, run_id: str, spec_hash: str | None = None) -> Path | None:
     """Store run ``run_id`` of sweep ``sweep`` from another sweep's folder under ``results_dir``
-    that holds a valid run of the same id (the same spec and code digest, so the same numbers:
-    a run id leaves the sweep name out). Returns the new file, or None when no sibling has it.
+    that holds it stored (``verified_run``: the same run id and spec hash, so the same numbers: a
+    run id leaves the sweep name out). Returns the new file, or None when no sibling has it.
     ``make sweep`` after the flagship board trains nothing: its runs are the flagship's own."""
     for other in sorted(p for p in Path(results_dir).glob(f"*/{run_id}.json") if p.parent.name != sweep):
         try:
-            payload = read_run(other)
-        except (OSError, ValueError):
-            continue
-        if payload["run"].get("run_id") != run_id or _problem(payload) is not None:
+            payload = verified_run(other, run_id, spec_hash)
+        except NotStored:
             continue
         path = result_path(results_dir, sweep, run_id)
         write_json_atomic(path, relabelled(payload, sweep, other.parent.name))
@@ -243,40 +249,125 @@ def _problem(payload: dict) -> str | None:
     return problem or run_problem(payload)
 
 
+def identity_problem(payload: dict, run_id: str | None = None, spec_hash: str | None = None) -> str | None:
+    """What makes a run file not the run it should be, or None: its record names run ``run_id``
+    with spec hash ``spec_hash`` (each, when given); the spec hash its record states is the one
+    its run id ends with (a run id is ``<readable part>-<spec hash>``); and every row names the
+    record's run and spec hash."""
+    run = payload.get("run") if isinstance(payload.get("run"), dict) else {}
+    rid, own_hash = run.get("run_id"), run.get("spec_hash")
+    if run_id is not None and rid != run_id:
+        return f"it holds run {rid!r}, not {run_id!r}"
+    if spec_hash is not None and own_hash != spec_hash:
+        return f"its spec hash is {own_hash!r}, not the run's {spec_hash!r}"
+    if own_hash is not None and not str(rid).endswith(f"-{own_hash}"):  # suite.results.identity.run_id
+        return f"its spec hash {own_hash!r} is not the one its run id {rid!r} ends with"
+    for i, row in enumerate(payload["rows"]):
+        if row.get("run_id") != rid:
+            return f"row {i}: run {row.get('run_id')!r}, not the file's {rid!r}"
+        if own_hash is not None and row.get("spec_hash") != own_hash:
+            return f"row {i}: spec hash {row.get('spec_hash')!r}, not the file's {own_hash!r}"
+    return None
+
+
+class NotStored(ValueError):
+    """A result file that does not count as stored: ``where`` is the file (or shipped line),
+    ``reason`` why, ``readable`` whether it parsed as a PosBench run at all."""
+
+    def __init__(self, where, reason: str, readable: bool):
+        super().__init__(f"{where} does not count as stored: {reason}")
+        self.where, self.reason, self.readable = where, reason, readable
+
+
+def _kind(mode: int) -> str:
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+def payload_problem(payload: dict, run_id: str | None = None, spec_hash: str | None = None) -> str | None:
+    """What keeps a parsed run (a file's, or a shipped line's) from counting as stored, or None:
+    every row and run check (``row_problem``, ``run_problem``), then its identity
+    (``identity_problem``)."""
+    return _problem(payload) or identity_problem(payload, run_id, spec_hash)
+
+
+def verified_run(path: str | Path, run_id: str | None = None, spec_hash: str | None = None) -> dict:
+    """The payload of the result file ``path`` when it counts as stored, else ``NotStored``: a
+    regular file (a folder, FIFO or socket is never opened) that parses, passes the envelope,
+    row and run checks, and holds run ``run_id`` (default: the file's name, ``<run_id>.json``)
+    with spec hash ``spec_hash`` (default: the one its record states), in its record and in every
+    row. The one test of "stored": the run's and the sweep's skip, the report (``load``), lm-eval,
+    diagnose and reproduce all ask it."""
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as err:
+        raise NotStored(path, f"it cannot be read ({err.strerror or err})", False) from None
+    if not stat.S_ISREG(mode):
+        raise NotStored(path, f"it is {_kind(mode)}, not a result file", False)
+    try:
+        payload = read_run(path)
+    except OSError as err:
+        raise NotStored(path, f"it cannot be read ({err.strerror or err})", False) from None
+    except ValueError as err:  # read_run's messages name the file: keep the reason only
+        raise NotStored(path, str(err).removeprefix(f"{path} "), False) from None
+    problem = payload_problem(payload, path.stem if run_id is None else run_id, spec_hash)
+    if problem is not None:
+        raise NotStored(path, problem, True)
+    return payload
+
+
 def numeric_label(sig: dict) -> str:
     from suite.results.numerics import label
 
     return label(sig)
 
 
+def _shipped_lines(path: Path):
+    """(``path:line``, verified payload or ``NotStored``) for every line of the shipped file ``path``."""
+    for where, payload in read_shipped(path):
+        if isinstance(payload, Exception):
+            yield where, NotStored(where, str(payload), False)
+        elif (problem := payload_problem(payload)) is not None:
+            yield where, NotStored(where, problem, True)
+        else:
+            yield where, payload
+
+
+def shipped_runs(path: str | Path) -> tuple[list[dict], list[NotStored]]:
+    """(the runs of the shipped file ``path`` that count as stored, one ``NotStored`` for each line
+    that does not), warning about none: for a writer that must compare or verify a board."""
+    found = list(_shipped_lines(Path(path)))
+    return ([p for _, p in found if not isinstance(p, NotStored)], [p for _, p in found if isinstance(p, NotStored)])
+
+
 def _files(path: Path):
-    """(name, payload or error) for every run file under the folder ``path``, or every line of the
-    shipped file ``path``."""
+    """(name, verified payload or ``NotStored``) for every run file under the folder ``path``, or
+    every line of the shipped file ``path``."""
     if is_shipped(path):
-        yield from read_shipped(path)
+        yield from _shipped_lines(path)
         return
     for file in sorted(path.rglob("*.json")):
         parts = file.relative_to(path).parts
         if any(part.startswith("_") for part in parts) or any(WANDB_RUN_FOLDER.fullmatch(part) for part in parts[:-1]):
-            continue  # checkpoints, cached eval sets, W&B's files
+            continue  # checkpoints, cached eval sets, files set aside, W&B's files
         try:
-            yield file, read_run(file)
-        except (OSError, ValueError) as err:
+            yield file, verified_run(file)
+        except NotStored as err:
             yield file, err
 
 
 def payloads(path: str | Path) -> list[tuple[Path, dict]]:
-    """The valid run payloads under ``path``, one per run id, as (where, payload): what ``load``
-    reads. Unreadable, foreign or impossible files (``row_problem``, ``run_problem``) and run ids
-    claimed with different contents are warned about by name and left out."""
+    """The stored run payloads under ``path`` (``verified_run``), one per run id, as (where,
+    payload): what ``load`` reads. Unreadable, foreign or impossible files (``row_problem``,
+    ``run_problem``, ``identity_problem``) and run ids claimed with different contents are warned
+    about by name and left out."""
     claims: dict[tuple, list[tuple[Path, dict]]] = {}
     for file, payload in _files(Path(path)):
-        if isinstance(payload, Exception):
-            warnings.warn(f"skipping unreadable results file {file}: {payload}", stacklevel=3)
-            continue
-        problem = _problem(payload)
-        if problem is not None:
-            warnings.warn(f"skipping results file {file}: {problem}", stacklevel=3)
+        if isinstance(payload, NotStored):
+            warnings.warn(f"skipping {'' if payload.readable else 'unreadable '}results file {file}: {payload.reason}",
+                          stacklevel=3)
             continue
         claims.setdefault((payload["run"].get("sweep"), payload["run"].get("run_id")), []).append((file, payload))
     out = []
@@ -340,13 +431,20 @@ def load(path: str | Path) -> pd.DataFrame:
     label of the machine's numeric signature (``suite.results.numerics``).
 
     Rows stored before rows carried their headline metric and metric declarations get them from
-    today's declarations (``described``). Unreadable, truncated or foreign JSON files, and files
-    holding an impossible row (``row_problem``) or rows their own spec cannot have produced
-    (``run_problem``), are reported by name and skipped. A run id stored twice with the same contents is counted once; stored
+    today's declarations (``described``). Every file that does not count as stored
+    (``verified_run``: unreadable, truncated or foreign JSON, a folder or FIFO in a file's place,
+    an impossible row (``row_problem``), rows their own spec cannot have produced
+    (``run_problem``), another run's file under this run's name (``identity_problem``)) is
+    reported by name and skipped. A run id stored twice with the same contents is counted once; stored
     twice with different contents, every file claiming it is named and none is used.
     """
+    return frame(payloads(path) if Path(path).exists() else [])
+
+
+def frame(found: list[tuple[Path, dict]]) -> pd.DataFrame:
+    """The rows of stored runs, (where, payload) as ``payloads`` gives them, as ``load`` returns them."""
     frames = []
-    for where, payload in payloads(path) if Path(path).exists() else []:
+    for where, payload in found:
         spec, numeric = payload["run"].get("spec"), payload["run"].get("numeric")
         frames.append(pd.DataFrame(described(payload["rows"], where), columns=COLUMNS)
                       .assign(spec=json.dumps(spec, sort_keys=True) if isinstance(spec, dict) else None,

@@ -102,19 +102,39 @@ def save_trained(work: Path, model, record: dict, owner: str) -> None:
     write_json_atomic(work / "trained.json", {**record, "run": owner, "model_sha256": sha})
 
 
+def trained_record(work: Path, owner: str) -> dict:
+    """The record (``trained.json``) of run ``owner``'s finished training in ``work``, after
+    checking that ``model.pt`` beside it is the file that training wrote: the record names run
+    ``owner`` and the SHA-256 of ``model.pt`` equals the one it records. Else ValueError,
+    one line naming both files (and both digests when they differ). Every reader of a trained
+    ``model.pt`` (the run restoring its training, lm-eval, diagnose) calls this first."""
+    model, marker = work / "model.pt", work / "trained.json"
+    if not model.is_file():
+        raise ValueError(f"no trained weights at {model}")
+    try:
+        record = json.loads(marker.read_text())
+    except (OSError, ValueError) as err:
+        why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise ValueError(f"{model} cannot be checked: {marker}, which records its SHA-256, cannot be read ({why})") from None
+    if not isinstance(record, dict) or record.get("run") != owner:
+        named = record.get("run") if isinstance(record, dict) else None
+        raise ValueError(f"it records run {named!r}, not {owner!r} ({marker})")
+    actual, recorded = _sha256(model), record.get("model_sha256")
+    if actual != recorded:
+        raise ValueError(f"model.pt is not the file this training wrote: {model} has SHA-256 {actual}, "
+                             f"{marker} records {recorded}")
+    return record
+
+
 def load_trained(work: Path, model, owner: str) -> Optional[dict]:
     """The record ``save_trained`` wrote for run ``owner``, with the model's weights restored from
     ``model.pt``; None when there is none, or (with a warning that says why) when it cannot be
-    read, belongs to another run, or ``model.pt`` is not the file it recorded."""
+    read, belongs to another run, or ``model.pt`` is not the file it recorded (``trained_record``)."""
     marker = work / "trained.json"
     if not marker.exists():
         return None
     try:
-        record = json.loads(marker.read_text())
-        if not isinstance(record, dict) or record.get("run") != owner:
-            raise ValueError(f"it records run {record.get('run') if isinstance(record, dict) else None!r}, not {owner!r}")
-        if _sha256(work / "model.pt") != record.get("model_sha256"):
-            raise ValueError("model.pt is not the file this training wrote (its SHA-256 differs)")
+        record = trained_record(work, owner)
         model.load_state_dict(torch.load(work / "model.pt", map_location="cpu", weights_only=True))
         return record
     except Exception as err:  # noqa: BLE001 - an unreadable finished training means: train again
