@@ -8,6 +8,9 @@
 - ``command`` and ``Refused``: a command stops by raising ``Refused(message, code)``; the
   decorated ``main`` prints the message on stderr and returns the code (2: bad input, 1: nothing
   to do), so ``posbench <command>`` and ``python -m <module>`` exit alike.
+- ``check_output``: every option that names where a command writes is checked right after
+  parsing, before any work (``suite.files.output_problem``): a bad one is a one-line refusal
+  with exit 2 naming the option, the path and why.
 
 Standard library only, so a command of any stage can use it.
 """
@@ -18,7 +21,10 @@ import contextlib
 import functools
 import sys
 import warnings
+from pathlib import Path
 from typing import Callable, Iterator
+
+from suite.files import output_problem
 
 
 class Refused(Exception):
@@ -41,6 +47,15 @@ def command(main: Callable[..., int | None]) -> Callable[..., int]:
             return refusal.code
 
     return wrapped
+
+
+def check_output(prog: str, option: str, path, kind: str = "folder") -> Path:
+    """``path`` as a ``Path`` when the command can write its output there (``kind``: a folder it
+    fills or a file it writes); ``Refused`` (exit 2) naming ``option``, the path and why otherwise."""
+    problem = output_problem(path, kind)
+    if problem is not None:
+        raise Refused(f"{prog}: error: {option} {str('' if path is None else path)!r}: {problem}", 2)
+    return Path(path)
 
 
 def description(doc: str) -> str:

@@ -32,8 +32,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.commandline import parser
-from suite.files import result_path, write_json_atomic
+from suite.commandline import Refused, command, parser
+from suite.files import read_regular, result_path, write_json_atomic
 from suite.registry import package_modules
 from suite.model.span_kinds import KINDS
 from suite.results.metrics import METRICS
@@ -99,12 +99,13 @@ def copy_from_sibling(results_dir, sweep: str, run_id: str) -> Path | None:
 
 def read_run(path: str | Path) -> dict:
     """A run file's payload; a file that is not one (foreign, truncated, nested past what the
-    parser takes) is a ValueError naming it."""
-    with open(path) as fh:
-        try:
-            payload = json.load(fh)
-        except RecursionError:
-            raise ValueError(f"{path} is nested too deeply to be a PosBench run file") from None
+    parser takes) is a ValueError naming it, and one that is not a regular file (a FIFO, a
+    socket) an OSError naming it, raised without waiting on it (``suite.files.read_regular``)."""
+    data = read_regular(path)
+    try:
+        payload = json.loads(data)
+    except RecursionError:
+        raise ValueError(f"{path} is nested too deeply to be a PosBench run file") from None
     if (problem := envelope_problem(payload)) is not None:
         raise ValueError(f"{path} {problem}")
     return payload
@@ -251,7 +252,8 @@ def numeric_label(sig: dict) -> str:
 
 def _files(path: Path):
     """(name, payload or error) for every run file under the folder ``path``, or every line of the
-    shipped file ``path``."""
+    shipped file ``path``. A ``*.json`` that is not a regular file (a FIFO, a socket, a folder) is
+    an error naming what it is, never opened for reading (``read_run``)."""
     if is_shipped(path):
         yield from read_shipped(path)
         return
@@ -369,21 +371,25 @@ def summary(df: pd.DataFrame, metric: str = "exact_match") -> pd.DataFrame:
                          aggfunc="mean", dropna=False)
 
 
+@command
 def main(argv: list[str] | None = None) -> int:
-    """``python -m suite.results.store [folder]``: exact match by scheme and eval length; exits 1
-    when the folder holds no results."""
-    p = parser("python -m suite.results.store", "Print exact match by scheme and eval length for a results folder.")
-    p.add_argument("folder", nargs="?", default="results", help="a sweep folder or a whole results folder")
+    """``python -m suite.results.store [source]``: exact match by scheme and eval length of a
+    results folder or a shipped ``published/<sweep>.jsonl.gz``; exits 1 when it holds no results,
+    2 when it is neither (``suite.results.sources``)."""
+    from suite.results.sources import read_source
+
+    p = parser("python -m suite.results.store", "Print exact match by scheme and eval length for a results folder "
+                                                 "or a shipped file.")
+    p.add_argument("folder", nargs="?", default="results",
+                   help="a sweep folder, a whole results folder, or a shipped published/<sweep>.jsonl.gz")
     folder = p.parse_args(argv).folder
-    if not Path(folder).is_dir():
-        print(f"no results folder {folder}", file=sys.stderr)
-        return 1
-    frame = load(folder)
-    if frame.empty:
-        print(f"no results under {folder}", file=sys.stderr)
-        return 1
+    frame = read_source(p.prog, "folder", folder)
+    table = summary(frame)
+    if table.empty:
+        raise Refused(f"no exact_match rows under {folder} (its runs store other metrics: "
+                      f"{', '.join(sorted(set(frame.metric)))})", 1)
     print(f"exact match by eval length ({frame.run_id.nunique()} runs in {folder}):")
-    print(summary(frame).round(3).to_string())
+    print(table.round(3).to_string())
     return 0
 
 
