@@ -5,11 +5,9 @@ checkpoint and scratch files. Every write goes to a temporary file beside the ta
 renamed over it, so parallel workers never corrupt each other and a killed run leaves no half
 file. Standard library only: training, evaluation, the store and the reports all write through it.
 
-Three rules every command shares:
+Two rules every writer and reader of a results folder shares (where a command may write is
+checked by ``suite.commandline.output_problem``):
 
-- ``output_problem``: where a command will write (a folder it fills, or a file) is checked before
-  any work, without writing anything there: empty, a file where a folder is needed (or a folder
-  where a file is), or a place no file can be created in.
 - ``writing``: a failure to write (an ``OSError``, or a library's own error class such as
   torch.save's ``RuntimeError`` on a full disk) leaves as an ``OSError`` naming the file.
 - ``read_regular``: a file of a results folder is read only when it is a regular file, so a FIFO or
@@ -89,38 +87,6 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
-
-
-def output_problem(path, kind: str = "folder", probe: bool = True) -> str | None:
-    """Why a command cannot write its output at ``path``, or None. ``kind``: ``"folder"`` (the
-    command creates it if needed and writes files in it) or ``"file"`` (it writes that file).
-    Nothing is created: the nearest folder that exists on the way to ``path`` must take a new
-    file (a probe file, written and removed at once; ``probe=False`` skips it and checks only the
-    path's shape). Root ignores permission bits, so the probe, not ``os.access``, decides."""
-    text = "" if path is None else str(path)
-    if not text.strip():
-        return f"empty; name a {kind} (an empty path would write into the current folder)"
-    target = Path(text)
-    if kind == "folder" and target.exists() and not target.is_dir():
-        return "cannot write under it: it is a file, not a folder"
-    if kind == "file" and target.is_dir():
-        return "cannot write it: it is a folder, not a file"
-    if kind == "file" and target.exists() and not target.is_file():
-        return "cannot write it: it is not a regular file"
-    nearest = target if kind == "folder" else target.parent
-    while not nearest.exists() and nearest != nearest.parent:
-        nearest = nearest.parent
-    if nearest.exists() and not nearest.is_dir():
-        return f"cannot write under it: {nearest} is a file, not a folder"
-    if not probe:
-        return None
-    try:
-        fd, name = tempfile.mkstemp(dir=nearest, prefix=".write-probe.")
-        os.close(fd)
-        os.unlink(name)
-    except OSError as err:
-        return f"cannot write under it: no file can be created in {nearest} ({err.strerror or err})"
-    return None
 
 
 LOW_SPACE = 1 << 20  # bytes: a failed write with less than this free on its disk is a full disk

@@ -1,7 +1,7 @@
 """Every check a run passes before it does any work, cheapest first: the schema, shapes, layers
 and eval lengths (``build``), then this machine (its device, the attention path's capabilities,
 the memory estimate), then the task probes, which generate one example per length. ``results_dir``
-is checked as every command checks where it writes (``suite.files.output_problem``). A run that
+is checked as every command checks where it writes (``suite.commandline.output_problem``). A run that
 cannot fit in memory is refused by its estimate before a probe builds an example of its length.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 from omegaconf import DictConfig
 
 from suite.config.build import build, check_tasks_fit
-from suite.files import output_problem
+from suite.commandline import output_problem
 from suite.config.resources import GIB, ResourceError, available_bytes, check_device, check_memory
 from suite.config.spec import RunSpec
 

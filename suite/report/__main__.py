@@ -6,7 +6,7 @@ folder holds none, from the sweep's shipped rows ``published/<sweep>.jsonl.gz``
 (``suite.results.store``). ``--beside`` adds other sources (a results folder or a shipped file),
 each configuration of each source in cells of its own, labelled by the source. ``--out`` is
 checked before any work (``suite.commandline.check_output``); every source and ``--metric`` is
-checked as every command checks them (``suite.results.sources``).
+checked as every command checks them (``store.read_source``, ``suite.report.choices``).
 """
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ import pandas as pd
 
 from suite import files
 from suite.commandline import Refused, check_output, command, parser, warnings_on_stderr
-from suite.results import sources, store
+from suite.report import choices
+from suite.results import store
 from suite.report import render, tables
 
 
@@ -47,10 +48,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 def read_rows(p: argparse.ArgumentParser, args) -> tuple[pd.DataFrame, Path]:
     """(the sweep's rows, with those of every --beside source; where the sweep's came from): its
     results folder, else its shipped rows. The store's warnings are printed; a --beside that is
-    no source, or holds no run, is refused (``sources.read_source``)."""
+    no source, or holds no run, is refused (``store.read_source``)."""
     folder, published = Path(args.results) / args.sweep, store.shipped_path(args.sweep, args.published)
     for extra in args.beside:
-        if (problem := sources.source_problem(extra)) is not None:
+        if (problem := store.source_problem(extra)) is not None:
             raise Refused(f"{p.prog}: error: --beside {extra!r}: {problem}", 2)
     with warnings_on_stderr():
         df = store.load(folder) if args.source != "published" and folder.is_dir() else store.load_empty()
@@ -59,7 +60,7 @@ def read_rows(p: argparse.ArgumentParser, args) -> tuple[pd.DataFrame, Path]:
             df, source = store.load(published), published
     if df.empty:
         return df, source
-    beside = [sources.read_source(p.prog, "--beside", extra).assign(source=str(extra)) for extra in args.beside]
+    beside = [store.read_source(p.prog, "--beside", extra).assign(source=str(extra)) for extra in args.beside]
     if source != folder:
         print(f"reading the published rows {source} ({df.run_id.nunique()} runs)")
     return pd.concat([df.assign(source=None), *beside], ignore_index=True), source
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report") ->
         where = folder if args.source == "results" else f"{folder} or {store.shipped_path(args.sweep, args.published)}"
         print(f"no results under {where}", file=sys.stderr)
         return 1
-    sources.check_metric(p.prog, args.metric, {str(source): df})
+    choices.check_metric(p.prog, args.metric, {str(source): df})
     publish(render.build(df, args.sweep, args.tie, args.threshold, args.metric, source=str(source)), args)
     return 0
 

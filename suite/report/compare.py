@@ -4,7 +4,7 @@ its leaderboard is built as the report builds it (``tables.leaderboard``), and c
 across sources by configuration with task and eval length: by the stored spec less its seed and
 code digest (so a board built by older code matches), else by ``config_hash``. Writes ``compare.csv`` and ``compare.png`` under ``--out``; exits 1 when a
 source holds no results or no configuration is in two sources, 2 on a bad ``--out``, source or
-``--metric`` (``suite.commandline.check_output``, ``suite.results.sources``)."""
+``--metric`` (``suite.commandline.check_output``, ``store.read_source``, ``suite.report.choices``)."""
 from __future__ import annotations
 
 import hashlib
@@ -97,13 +97,14 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report.comp
     if len(args.sources) < 2:
         p.error(f"give two or more sources, got {len(args.sources)}: {args.sources[0]}")
     out = check_output(p.prog, "--out", args.out)
-    from suite.results import sources
+    from suite.report import choices
+    from suite.results import store
 
     for source in args.sources:
-        if (problem := sources.source_problem(source)) is not None:
+        if (problem := store.source_problem(source)) is not None:
             raise Refused(f"{p.prog}: error: source {source!r}: {problem}", 2)
-    frames = {source: sources.read_source(p.prog, "source", source) for source in args.sources}
-    sources.check_metric(p.prog, args.metric, frames)
+    frames = {source: store.read_source(p.prog, "source", source) for source in args.sources}
+    choices.check_metric(p.prog, args.metric, frames)
     table = compare_table(frames, args.metric)
     if table.empty:
         print(f"no configuration is in all of {', '.join(args.sources)} (cells match by config_hash)", file=sys.stderr)

@@ -2,7 +2,7 @@
 the terminal, the cells of ``leaderboard.csv``: one row per configuration (``config_hash``),
 labelled as the report labels it, task and eval length, on each task's headline metric, with the
 mean over seeds, its 95 % interval and the number of seeds. Exits 1 when there is nothing to show,
-2 on a folder or ``--metric`` that cannot be one (``suite.results.sources``)."""
+2 on a folder or ``--metric`` that cannot be one (``suite.results.store.read_source``, ``suite.report.choices``)."""
 from __future__ import annotations
 
 import sys
@@ -26,10 +26,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report.summ
     p.add_argument("folder", help="a sweep's results folder (results/<sweep>) or a published/<sweep>.jsonl.gz")
     p.add_argument("--metric", default=None, help="score every task by this metric (default: each task's headline metric)")
     args = p.parse_args(argv)
-    from suite.results import sources
+    from suite.report import choices
+    from suite.results import store
 
-    df = sources.read_source(p.prog, "folder", args.folder)
-    sources.check_metric(p.prog, args.metric, {args.folder: df})
+    df = store.read_source(p.prog, "folder", args.folder)
+    choices.check_metric(p.prog, args.metric, {args.folder: df})
     table = summary_table(df, args.metric)
     if table.empty:
         print(f"no results under {args.folder}", file=sys.stderr)

@@ -267,6 +267,40 @@ def _files(path: Path):
             yield file, err
 
 
+SOURCE_CHOICES = f"give a results folder (results/<sweep>) or a shipped published/<sweep>{SHIPPED_SUFFIX} file"
+
+
+def source_problem(path) -> str | None:
+    """Why ``path``, named to a command as a source of rows, cannot be one, or None: a source is
+    a results folder or a shipped file; the answer lists the valid choices."""
+    text = "" if path is None else str(path)
+    if not text.strip():
+        return f"empty; {SOURCE_CHOICES}"
+    where = Path(text)
+    if where.is_dir() or is_shipped(where):
+        return None
+    if not where.exists():
+        return f"no such folder or file; {SOURCE_CHOICES}"
+    kind = "a file" if where.is_file() else "not a regular file"
+    return f"{kind}, not a results folder or a shipped {SHIPPED_SUFFIX} file; {SOURCE_CHOICES}"
+
+
+def read_source(prog: str, option: str, path) -> pd.DataFrame:
+    """The rows of the source ``path`` that a command's ``option`` names (``--beside``, or a
+    positional's name), the skipped files warned about on stderr: the one reader of every
+    folder-or-shipped-file argument. ``Refused`` when it is no source (2, ``source_problem``)
+    or holds no valid run (1, "no results under <path>")."""
+    from suite.commandline import warnings_on_stderr
+
+    if (problem := source_problem(path)) is not None:
+        raise Refused(f"{prog}: error: {option} {str(path)!r}: {problem}", 2)
+    with warnings_on_stderr():
+        df = load(path)
+    if df.empty:
+        raise Refused(f"no results under {path}", 1)
+    return df
+
+
 def payloads(path: str | Path) -> list[tuple[Path, dict]]:
     """The valid run payloads under ``path``, one per run id, as (where, payload): what ``load``
     reads. Unreadable, foreign or impossible files (``row_problem``, ``run_problem``) and run ids
@@ -375,9 +409,7 @@ def summary(df: pd.DataFrame, metric: str = "exact_match") -> pd.DataFrame:
 def main(argv: list[str] | None = None) -> int:
     """``python -m suite.results.store [source]``: exact match by scheme and eval length of a
     results folder or a shipped ``published/<sweep>.jsonl.gz``; exits 1 when it holds no results,
-    2 when it is neither (``suite.results.sources``)."""
-    from suite.results.sources import read_source
-
+    2 when it is neither (``source_problem``)."""
     p = parser("python -m suite.results.store", "Print exact match by scheme and eval length for a results folder "
                                                  "or a shipped file.")
     p.add_argument("folder", nargs="?", default="results",
