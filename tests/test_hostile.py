@@ -474,7 +474,7 @@ BAD_ROWS = {
     "no_config_hash": (_drop("config_hash"), r"row 0: row without config_hash"),
     "seed_word": (_set_row("seed", "zero"), r"row 0: seed 'zero' is not a whole number"),
     "wall_word": (_set_row("wall_s", "long"), r"row 0: wall_s 'long' is not a number"),
-    "negative_loss": (_first_loss(-1.0), r"row \d+: loss = -1\.0 is outside \[0, inf\]"),
+    "negative_loss": (_first_loss(-1.0), r"row \d+: loss = -1\.0 is outside \[0, inf\)"),
 }
 
 

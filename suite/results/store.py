@@ -205,6 +205,8 @@ def row_problem(row) -> str | None:
         return f"eval_len {row['eval_len']!r} is not a positive whole number"
     if value != value:
         return f"{name} is NaN in a run that is ok" if status == "ok" and declared.higher_is_better is not None else None
+    if math.isinf(value):  # a number past the largest float (1e400) reads as inf
+        return f"{name} = {value} is not a finite number (a stored number too large for a float reads as inf); valid: {declared.range_label}"
     if not declared.contains(value):
         return f"{name} = {value} is outside {declared.range_label}"
     if status == "ok" and row["n"] < 1:
