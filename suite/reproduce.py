@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("sweep", nargs="?", help="a published sweep: reads published/<sweep>.jsonl.gz")
     p.add_argument("--boards", nargs=2, type=Path, metavar=("PUBLISHED", "OTHER"),
                    help="compare two leaderboard.csv files of one sweep cell by cell instead (no training)")
-    p.add_argument("--out", type=Path, help="with --boards: also write the comparison to this Markdown file")
+    p.add_argument("--out", help="with --boards: also write the comparison to this Markdown file")
     p.add_argument("-k", type=int, default=3, help="how many runs to rerun, drawn by --seed (default 3)")
     p.add_argument("--seed", type=int, default=0, help="the draw of the k runs (default 0)")
     p.add_argument("--run", action="append", default=[], metavar="RUN_ID", help="rerun this run (repeatable; replaces -k)")
@@ -161,12 +161,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is not None and not args.boards:
         p.exit(2, f"{p.prog}: error: --out is for --boards (a rerun is stored under --results)\n")
     if args.boards:
-        if args.out is not None:
-            check_output(p.prog, "--out", args.out, kind="file")
+        out = None if args.out is None else check_output(p.prog, "--out", args.out, kind="file")
         missing = [str(b) for b in args.boards if not b.exists()]
         if missing:
             p.exit(2, f"{p.prog}: error: --boards: no file {missing[0]}\n")
-        return boards_main(*args.boards, out=args.out)
+        return boards_main(*args.boards, out=out)
     if args.sweep is None:
         p.exit(2, f"{p.prog}: error: name a published sweep, or give --boards PUBLISHED OTHER\n")
     if (problem := files.sweep_name_problem(args.sweep)) is not None:
