@@ -165,11 +165,15 @@ def test_a_run_killed_during_evaluation_stores_the_runs_time(tmp_path):
 # FIFOs in a results folder
 
 
+class NoAnswer(BaseException):
+    """Raised by the alarm; not an OSError, so no reader's ``except OSError`` can swallow it."""
+
+
 @contextlib.contextmanager
 def answers_within(seconds: int):
-    """Fail (TimeoutError) instead of hanging when the block waits on a FIFO."""
+    """Fail (``NoAnswer``) instead of hanging when the block waits on a FIFO."""
     def ring(*_):
-        raise TimeoutError(f"no answer within {seconds} s: a FIFO was opened for reading")
+        raise NoAnswer(f"no answer within {seconds} s: a FIFO was opened for reading")
 
     before = signal.signal(signal.SIGALRM, ring)
     signal.alarm(seconds)
