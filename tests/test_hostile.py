@@ -519,8 +519,8 @@ def case_report_sweep_outside_out(results):
 
 
 def case_store_no_results(results):
-    return (lambda: run_cli("suite.results.store", [str(results.parent / "nonexistent")], cwd=results.parent), 1,
-            r"no results folder .*nonexistent")
+    return (lambda: run_cli("suite.results.store", [str(results.parent / "nonexistent")], cwd=results.parent), 2,
+            r"folder '.*nonexistent': no such folder or file; give a results folder")
 
 
 def case_checkpoint_of_another_run(results):
