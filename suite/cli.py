@@ -46,8 +46,11 @@ def _run(args: list[str]) -> int:
     line = os.environ.get("COMP_LINE")
     if line is not None:
         os.environ["COMP_LINE"] = re.sub(r"^(\s*\S+)\s+run(\s|$)", r"\1\2", line)
-    from suite.run import main as run_main
+    from suite.run import main as run_main, override_problem
 
+    if line is None and (problem := override_problem(args)) is not None:
+        print(problem, file=sys.stderr)
+        return 2
     argv_before, sys.argv = sys.argv, ["posbench", *args]
     try:
         run_main()

@@ -8,6 +8,10 @@
 - ``command`` and ``Refused``: a command stops by raising ``Refused(message, code)``; the
   decorated ``main`` prints the message on stderr and returns the code (2: bad input, 1: nothing
   to do), so ``posbench <command>`` and ``python -m <module>`` exit alike.
+- ``output_problem`` and ``check_output``: every option that names where a command writes (and
+  ``results_dir`` of a run) is checked right after parsing, before any work and without writing
+  there: empty, a file where a folder is needed (or a folder where a file is), or a place no
+  file can be created in is a one-line refusal with exit 2 naming the option, the path and why.
 
 Standard library only, so a command of any stage can use it.
 """
@@ -16,8 +20,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import os
 import sys
+import tempfile
 import warnings
+from pathlib import Path
 from typing import Callable, Iterator
 
 
@@ -41,6 +48,47 @@ def command(main: Callable[..., int | None]) -> Callable[..., int]:
             return refusal.code
 
     return wrapped
+
+
+def output_problem(path, kind: str = "folder", probe: bool = True) -> str | None:
+    """Why a command cannot write its output at ``path``, or None. ``kind``: ``"folder"`` (the
+    command creates it if needed and writes files in it) or ``"file"`` (it writes that file).
+    Nothing is created: the nearest folder that exists on the way to ``path`` must take a new
+    file (a probe file, written and removed at once; ``probe=False`` skips it and checks only the
+    path's shape). Root ignores permission bits, so the probe, not ``os.access``, decides."""
+    text = "" if path is None else str(path)
+    if not text.strip():
+        return f"empty; name a {kind} (an empty path would write into the current folder)"
+    target = Path(text)
+    if kind == "folder" and target.exists() and not target.is_dir():
+        return "cannot write under it: it is a file, not a folder"
+    if kind == "file" and target.is_dir():
+        return "cannot write it: it is a folder, not a file"
+    if kind == "file" and target.exists() and not target.is_file():
+        return "cannot write it: it is not a regular file"
+    nearest = target if kind == "folder" else target.parent
+    while not nearest.exists() and nearest != nearest.parent:
+        nearest = nearest.parent
+    if nearest.exists() and not nearest.is_dir():
+        return f"cannot write under it: {nearest} is a file, not a folder"
+    if not probe:
+        return None
+    try:
+        fd, name = tempfile.mkstemp(dir=nearest, prefix=".write-probe.")
+        os.close(fd)
+        os.unlink(name)
+    except OSError as err:
+        return f"cannot write under it: no file can be created in {nearest} ({err.strerror or err})"
+    return None
+
+
+def check_output(prog: str, option: str, path, kind: str = "folder") -> Path:
+    """``path`` as a ``Path`` when the command can write its output there (``kind``: a folder it
+    fills or a file it writes); ``Refused`` (exit 2) naming ``option``, the path and why otherwise."""
+    problem = output_problem(path, kind)
+    if problem is not None:
+        raise Refused(f"{prog}: error: {option} {str('' if path is None else path)!r}: {problem}", 2)
+    return Path(path)
 
 
 def description(doc: str) -> str:

@@ -4,14 +4,25 @@
 checkpoint and scratch files. Every write goes to a temporary file beside the target and is then
 renamed over it, so parallel workers never corrupt each other and a killed run leaves no half
 file. Standard library only: training, evaluation, the store and the reports all write through it.
+
+Two rules every writer and reader of a results folder shares (where a command may write is
+checked by ``suite.commandline.output_problem``):
+
+- ``writing``: a failure to write (an ``OSError``, or a library's own error class such as
+  torch.save's ``RuntimeError`` on a full disk) leaves as an ``OSError`` naming the file.
+- ``read_regular``: a file of a results folder is read only when it is a regular file, so a FIFO or
+  a socket named ``x.json`` is named and skipped instead of blocking the reader.
 """
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
 import re
+import shutil
+import stat
 import tempfile
 from pathlib import Path
 
@@ -78,23 +89,77 @@ def _umask() -> int:
     return mask
 
 
+LOW_SPACE = 1 << 20  # bytes: a failed write with less than this free on its disk is a full disk
+
+
+@contextlib.contextmanager
+def writing(path, also: tuple[type[BaseException], ...] = ()):
+    """Any ``OSError`` raised in the block, or one of ``also`` (a library's own error class for a
+    failed write, such as torch.save's ``RuntimeError``), leaves as an ``OSError`` naming ``path``:
+    "No space left on device" when its disk has under ``LOW_SPACE`` bytes free, else the
+    library's own first line."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename is not None:
+            raise
+        raise OSError(err.errno, err.strerror or str(err), str(path)) from err
+    except also as err:
+        folder = Path(path).parent
+        try:
+            free = shutil.disk_usage(folder if folder.exists() else ".").free
+        except OSError:
+            free = None
+        if free is not None and free < LOW_SPACE:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from err
+        first = (str(err).splitlines() or [type(err).__name__])[0]
+        raise OSError(errno.EIO, f"{type(err).__name__}: {first}", str(path)) from err
+
+
+def read_regular(path) -> bytes:
+    """The bytes of ``path`` when it is a regular file; an ``OSError`` naming it otherwise (a FIFO,
+    a socket, a device or a folder), raised without waiting for a writer: the file is opened
+    non-blocking and checked before anything is read."""
+    kind = _not_regular(os.stat(path).st_mode)
+    if kind is None:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            kind = _not_regular(os.fstat(fd).st_mode)  # the file opened is the file checked
+            if kind is None:
+                os.set_blocking(fd, True)
+                with os.fdopen(fd, "rb", closefd=False) as fh:
+                    return fh.read()
+        finally:
+            os.close(fd)
+    raise OSError(errno.EINVAL, f"not a regular file but {kind}", str(path))
+
+
+def _not_regular(mode: int) -> str | None:
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"),
+                                         (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")) if test(mode)), "not a file")
+
+
 def write_atomic(path: Path, data: str | bytes) -> None:
     """Write to a temporary file beside ``path``, then rename it over ``path``: a reader sees the
     old file or the whole new one, and no temporary file survives a failure. The file gets the
     mode a plain ``open`` would give (0644 under the usual umask), so a shared results folder
-    stays readable by the group."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data.encode() if isinstance(data, str) else data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    stays readable by the group. A failure is an ``OSError`` naming the file (``writing``)."""
+    path = Path(path)
+    with writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
+        try:
+            os.fchmod(fd, 0o666 & ~_umask())
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data.encode() if isinstance(data, str) else data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 def write_json_atomic(path: Path, payload: dict) -> None:

@@ -31,13 +31,16 @@ log = logging.getLogger("posbench")
 
 class RunLifecycle:
     """The state one run carries from setup to its result file; ``timing`` records where its wall
-    time goes and is stored with it."""
+    time goes and is stored with it. A run resumed from a finished training (its process killed
+    during evaluation) stores the run's time, not the resumed process's: ``trained.json`` holds
+    the work's time up to it (``worked``), and the resumed process adds its own share."""
 
     def __init__(self, spec: RunSpec, rid: str, results_dir, logger_cfg: Optional[dict], device: torch.device):
         self.spec, self.rid, self.results_dir, self.device = spec, rid, results_dir, device
         self.columns = run_columns(spec)
         self.main_rank = distributed.is_main()
         self.timing: dict[str, float] = {}
+        self.earlier: dict[str, float] = {}  # wall_s and timing of an earlier process's work on this run
         mark = time.perf_counter()
         cfg = (logger_cfg if self.main_rank else None) or {"name": "none"}
         self.tracker = Tracker(cfg, name=rid, group=spec.sweep, config=wandb_config(spec, self.columns),
@@ -70,23 +73,35 @@ class RunLifecycle:
         finished = None if distributed.active() else load_trained(self.work, self.model, self.spec.run_id)
         if finished is not None:
             result, self.diag_rows = TrainResult(**finished["result"]), finished["diag_rows"]
+            # a record from before the work's time was kept holds the training's time only
+            self.earlier = finished.get("worked") or {"wall_s": result.wall_s, "batches_s": result.batch_s,
+                                                      "train_s": result.wall_s - result.batch_s}
             log.info("%s: training finished earlier (%s); evaluating the stored model", self.rid, self.work / "model.pt")
-        else:
-            # off a terminal (no tqdm bar) the main process writes a plain progress line per logged step
-            plain = not progress and self.main_rank
-            log_step = (StepLog(self.rid, self.spec.train.steps, log.info, self.tracker.log,
-                                every=calls_per_line(self.spec.train.steps, log_every)) if plain else self.tracker.log)
-            result = train(self.model, self.spec, [task for _, task in self.tasks], ckpt_path=self.work / "ckpt.pt",
-                           ckpt_every=ckpt_every, log=log_step, log_every=log_every, progress=progress,
-                           on_step=self._during_training)
+            return result, False
+        # off a terminal (no tqdm bar) the main process writes a plain progress line per logged step
+        plain = not progress and self.main_rank
+        log_step = (StepLog(self.rid, self.spec.train.steps, log.info, self.tracker.log,
+                            every=calls_per_line(self.spec.train.steps, log_every)) if plain else self.tracker.log)
+        result = train(self.model, self.spec, [task for _, task in self.tasks], ckpt_path=self.work / "ckpt.pt",
+                       ckpt_every=ckpt_every, log=log_step, log_every=log_every, progress=progress,
+                       on_step=self._during_training)
         self.timing["batches_s"], self.timing["train_s"] = result.batch_s, result.wall_s - result.batch_s
-        return result, finished is None
+        return result, True
+
+    def worked(self) -> tuple[float, dict[str, float]]:
+        """(wall seconds, timing) of the work on this run so far: this process's since ``setup``,
+        plus an earlier process's that finished its training."""
+        wall = time.perf_counter() - self.t0 + self.earlier.get("wall_s", 0.0)
+        keys = dict.fromkeys([*self.timing, *self.earlier])
+        return wall, {k: self.timing.get(k, 0.0) + self.earlier.get(k, 0.0) for k in keys if k != "wall_s"}
 
     def save(self, result: TrainResult) -> None:
-        """The finished training, atomically, before anything can fail in evaluation."""
+        """The finished training, atomically, before anything can fail in evaluation; it records
+        the work's time so far, which a process resuming from it adds to its own."""
         mark = time.perf_counter()
-        save_trained(self.work, self.model, {"result": dataclasses.asdict(result), "diag_rows": self.diag_rows},
-                     self.spec.run_id)
+        wall, timing = self.worked()
+        save_trained(self.work, self.model, {"result": dataclasses.asdict(result), "diag_rows": self.diag_rows,
+                                             "worked": {"wall_s": wall, **timing}}, self.spec.run_id)
         self.timing["store_s"] = time.perf_counter() - mark
 
     def score(self, result: TrainResult) -> list[dict]:
@@ -119,11 +134,11 @@ class RunLifecycle:
     def store(self, result: TrainResult, rows: list[dict]) -> Path:
         """The result file first, then what is optional (W&B rows); one line says how it ended. Each
         row names its task's headline metric, so the stored run ranks without the task's code."""
-        wall = time.perf_counter() - self.t0
+        wall, timing = self.worked()
         stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
         headline = {t.name: task.primary_metric for t, task in self.tasks}
         rows = [{**row, "headline": headline[row["task"]], "wall_s": round(wall, 2), "timestamp": stamp} for row in rows]
-        meta = {**self.columns, "timing": {k: round(v, 3) for k, v in self.timing.items()}, "wall_s": round(wall, 2),
+        meta = {**self.columns, "timing": {k: round(v, 3) for k, v in timing.items()}, "wall_s": round(wall, 2),
                 "timestamp": stamp, "train_status": result.status, "resumed_from": result.resumed_from,
                 "final_loss": result.final_loss, "processes": distributed.world_size() if distributed.active() else 1,
                 "numeric": numerics.signature(), "spec": self.spec.to_dict()}

@@ -12,11 +12,14 @@ seeds with its interval. Floats are expected to be identical only under one nume
 its interval, 2 on bad input.
 
 ``python -m suite.reproduce --boards PUBLISHED.csv OTHER.csv`` compares two boards of one sweep
-built on two machines (their ``leaderboard.csv``) cell by cell, with the same verdicts.
+built on two machines (their ``leaderboard.csv``) cell by cell, with the same verdicts. Where it
+writes (``--out``, ``--results``) is checked before any work (``suite.commandline.check_output``),
+and a board that is no ``leaderboard.csv`` is refused by name (``read_board``).
 """
 from __future__ import annotations
 
 import dataclasses
+import io
 import random
 import sys
 import warnings
@@ -25,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from suite import files
-from suite.commandline import parser, warnings_on_stderr
+from suite.commandline import Refused, check_output, command, parser, warnings_on_stderr
 from suite.results import store
 
 VERDICTS = ("identical", "inside interval", "outside interval", "no published score")
@@ -83,10 +86,34 @@ def compare_boards(published: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame
         .sort_values(BOARD_KEY).reset_index(drop=True)
 
 
+BOARD_COLUMNS = [*BOARD_KEY, "mean", "ci_low", "ci_high"]
+
+
+def read_board(path: Path, prog: str = "python -m suite.reproduce") -> pd.DataFrame:
+    """The ``leaderboard.csv`` at ``path``; ``Refused`` (exit 2) naming the file when it is not a
+    regular file, not a CSV, or lacks a column a board has (``BOARD_COLUMNS``)."""
+    def refuse(why: str):
+        return Refused(f"{prog}: error: --boards {str(path)!r}: {why}; give two leaderboard.csv files of "
+                       f"one sweep (reports/<sweep>/leaderboard.csv, columns {', '.join(BOARD_COLUMNS)})", 2)
+
+    try:
+        data = files.read_regular(path)
+    except OSError as err:
+        raise refuse(err.strerror or str(err)) from None
+    try:
+        board = pd.read_csv(io.BytesIO(data))
+    except (ValueError, UnicodeDecodeError) as err:  # pandas' EmptyDataError and ParserError are ValueErrors
+        raise refuse(f"not a CSV file ({(str(err).splitlines() or [''])[0]})") from None
+    missing = [c for c in BOARD_COLUMNS if c not in board.columns]
+    if missing:
+        raise refuse(f"no column {', '.join(missing)}")
+    return board
+
+
 def boards_main(published: Path, other: Path, out: Path | None = None) -> int:
     """``--boards PUBLISHED OTHER [--out FILE.md]``: print ``compare_boards`` and the count of each
     verdict; ``out`` also gets them as a Markdown page."""
-    table = compare_boards(pd.read_csv(published), pd.read_csv(other))
+    table = compare_boards(read_board(published), read_board(other))
     if table.empty:
         print(f"{published} and {other} share no cell (scheme, task, eval_len, metric)", file=sys.stderr)
         return 1
@@ -133,29 +160,34 @@ def stored_reruns(paths: list[Path | None]) -> list[tuple[Path, dict]]:
     return out
 
 
+@command
 def main(argv: list[str] | None = None) -> int:
     p = parser("python -m suite.reproduce", __doc__)
     p.add_argument("sweep", nargs="?", help="a published sweep: reads published/<sweep>.jsonl.gz")
     p.add_argument("--boards", nargs=2, type=Path, metavar=("PUBLISHED", "OTHER"),
                    help="compare two leaderboard.csv files of one sweep cell by cell instead (no training)")
-    p.add_argument("--out", type=Path, help="with --boards: also write the comparison to this Markdown file")
+    p.add_argument("--out", help="with --boards: also write the comparison to this Markdown file")
     p.add_argument("-k", type=int, default=3, help="how many runs to rerun, drawn by --seed (default 3)")
     p.add_argument("--seed", type=int, default=0, help="the draw of the k runs (default 0)")
     p.add_argument("--run", action="append", default=[], metavar="RUN_ID", help="rerun this run (repeatable; replaces -k)")
     p.add_argument("--published", default=store.PUBLISHED, help="the folder of shipped result files")
     p.add_argument("--results", default="results/reproduce", help="where the reruns are stored")
     args = p.parse_args(argv)
+    if args.out is not None and not args.boards:
+        p.exit(2, f"{p.prog}: error: --out is for --boards (a rerun is stored under --results)\n")
     if args.boards:
-        missing = [str(b) for b in args.boards if not b.is_file()]
+        out = None if args.out is None else check_output(p.prog, "--out", args.out, kind="file")
+        missing = [str(b) for b in args.boards if not b.exists()]
         if missing:
             p.exit(2, f"{p.prog}: error: --boards: no file {missing[0]}\n")
-        return boards_main(*args.boards, out=args.out)
+        return boards_main(*args.boards, out=out)
     if args.sweep is None:
         p.exit(2, f"{p.prog}: error: name a published sweep, or give --boards PUBLISHED OTHER\n")
     if (problem := files.sweep_name_problem(args.sweep)) is not None:
         p.exit(2, f"{p.prog}: error: sweep {problem}\n")
     if args.k < 1:
         p.exit(2, f"{p.prog}: error: -k {args.k}: must be at least 1\n")
+    check_output(p.prog, "--results", args.results)
     source = store.shipped_path(args.sweep, args.published)
     if not store.is_shipped(source):
         print(f"no shipped file {source}: nothing to reproduce", file=sys.stderr)

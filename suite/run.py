@@ -124,6 +124,29 @@ def _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, 
         run.tracker.finish()
 
 
+def override_problem(argv: list[str]) -> str | None:
+    """Why Hydra cannot parse an override of ``argv``, said as a bad configuration, or None:
+    Hydra's own message is a bare lexer error. ``sweep_name`` is held to the sweep-name rule
+    (``files.sweep_name_problem``); any other value is told how to quote."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    for arg in argv:
+        if arg.startswith("-") or "=" not in arg:
+            continue  # Hydra's flags and their values
+        try:
+            parser.parse_overrides([arg])
+        except OverrideParseException as err:
+            key, value = arg.split("=", 1)
+            if key.lstrip("+~") == "sweep_name" and (problem := files.sweep_name_problem(value)) is not None:
+                return f"bad configuration: sweep_name={problem}"
+            first = next((line for line in str(err).splitlines() if line.strip() and not line.startswith("Error parsing")), "")
+            return (f"bad configuration: {arg}: Hydra cannot parse this override ({first}); quote a value that holds "
+                    f"spaces, brackets or letters outside ASCII: {key}='{value}'")
+    return None
+
+
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     try:
@@ -158,6 +181,9 @@ def main(cfg: DictConfig) -> None:
 if __name__ == "__main__":
     # Re-import under the package name so launchers that pickle the task (joblib, submitit)
     # find it as suite.run.main, not as a function of __main__.
-    from suite.run import main as _main
+    from suite.run import main as _main, override_problem
 
+    if (_problem := override_problem(sys.argv[1:])) is not None:
+        print(_problem, file=sys.stderr)
+        sys.exit(2)
     _main()

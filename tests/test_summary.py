@@ -47,7 +47,10 @@ def test_a_summary_equals_the_reports_leaderboard_csv(fixture_store, tmp_path): 
     pd.testing.assert_frame_equal(got[cols], csv[cols], check_dtype=False)
 
 
-def test_nothing_to_show_exits_1(tmp_path, capsys):
+def test_nothing_to_show_exits_1_and_no_folder_is_a_bad_argument(tmp_path, capsys):
+    """An empty folder is nothing to show (1); a path that is no folder or shipped file is a bad
+    argument (2), named with the valid choices."""
     (tmp_path / "empty").mkdir()
     assert main([str(tmp_path / "empty")]) == 1 and "no results under" in capsys.readouterr().err
-    assert main([str(tmp_path / "missing")]) == 1
+    assert main([str(tmp_path / "missing")]) == 2
+    assert "no such folder or file; give a results folder" in capsys.readouterr().err

@@ -1,6 +1,7 @@
 """Every check a run passes before it does any work, cheapest first: the schema, shapes, layers
 and eval lengths (``build``), then this machine (its device, the attention path's capabilities,
-the memory estimate), then the task probes, which generate one example per length. A run that
+the memory estimate), then the task probes, which generate one example per length. ``results_dir``
+is checked as every command checks where it writes (``suite.commandline.output_problem``). A run that
 cannot fit in memory is refused by its estimate before a probe builds an example of its length.
 """
 from __future__ import annotations
@@ -11,6 +12,7 @@ import torch
 from omegaconf import DictConfig
 
 from suite.config.build import build, check_tasks_fit
+from suite.commandline import output_problem
 from suite.config.resources import GIB, ResourceError, available_bytes, check_device, check_memory
 from suite.config.spec import RunSpec
 
@@ -36,6 +38,9 @@ def preflight(cfg: DictConfig | dict, here: bool = True) -> tuple[RunSpec, Optio
     what this machine cannot run. ``here=False`` (a job a cluster node will check itself) skips
     the machine's checks and returns no device."""
     spec = build(cfg, probe_tasks=False)
+    # where a run writes, by the rule every command follows; a folder's writability is this machine's
+    if (problem := output_problem(cfg.get("results_dir", "results"), probe=here)) is not None:
+        raise ResourceError(f"results_dir={str(cfg.get('results_dir'))!r}: {problem}; point results_dir= at a writable folder")
     device = None
     if here:
         device = check_device(spec)

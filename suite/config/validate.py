@@ -12,6 +12,7 @@ import itertools
 import json
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -80,6 +81,11 @@ class ValidateSweep(Callback):
         _require_writable("hydra.run.dir", str(config.hydra.run.dir))  # before Hydra creates it
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        if "SlurmLauncher" in str(config.hydra.launcher.get("_target_", "")) and shutil.which("srun") is None:
+            log.error("cannot run here: launcher=slurm submits each job to SLURM (srun, sbatch) and this machine has no "
+                      "srun on its PATH; run the sweep on the cluster's login node, or use launcher=local (this "
+                      "machine) or launcher=submitit_local (the SLURM code path without a cluster)")
+            sys.exit(2)
         _require_writable("hydra.sweep.dir", str(config.hydra.sweep.dir))
         self._t0, self._started = time.perf_counter(), datetime.now(timezone.utc)
         jobs = sweep_jobs(config)

@@ -4,7 +4,9 @@
 The rows come from ``<results>/<sweep>/`` (your runs) or, with ``--from published`` or when that
 folder holds none, from the sweep's shipped rows ``published/<sweep>.jsonl.gz``
 (``suite.results.store``). ``--beside`` adds other sources (a results folder or a shipped file),
-each configuration of each source in cells of its own, labelled by the source.
+each configuration of each source in cells of its own, labelled by the source. ``--out`` is
+checked before any work (``suite.commandline.check_output``); every source and ``--metric`` is
+checked as every command checks them (``store.read_source``, ``suite.report.choices``).
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from pathlib import Path
 import pandas as pd
 
 from suite import files
-from suite.commandline import parser, warnings_on_stderr
+from suite.commandline import Refused, check_output, command, parser, warnings_on_stderr
+from suite.report import choices
 from suite.results import store
 from suite.report import render, tables
 
@@ -44,32 +47,23 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 def read_rows(p: argparse.ArgumentParser, args) -> tuple[pd.DataFrame, Path]:
     """(the sweep's rows, with those of every --beside source; where the sweep's came from): its
-    results folder, else its shipped rows. The store's warnings are printed."""
+    results folder, else its shipped rows. The store's warnings are printed; a --beside that is
+    no source, or holds no run, is refused (``store.read_source``)."""
     folder, published = Path(args.results) / args.sweep, store.shipped_path(args.sweep, args.published)
+    for extra in args.beside:
+        if (problem := store.source_problem(extra)) is not None:
+            raise Refused(f"{p.prog}: error: --beside {extra!r}: {problem}", 2)
     with warnings_on_stderr():
         df = store.load(folder) if args.source != "published" and folder.is_dir() else store.load_empty()
         source = folder
         if df.empty and args.source != "results" and store.is_shipped(published):
             df, source = store.load(published), published
-        beside = []
-        for extra in args.beside:
-            if not Path(extra).exists():
-                p.exit(2, f"{p.prog}: error: --beside {extra}: no such folder or file\n")
-            beside.append(store.load(extra).assign(source=str(extra)))
     if df.empty:
         return df, source
+    beside = [store.read_source(p.prog, "--beside", extra).assign(source=str(extra)) for extra in args.beside]
     if source != folder:
         print(f"reading the published rows {source} ({df.run_id.nunique()} runs)")
     return pd.concat([df.assign(source=None), *beside], ignore_index=True), source
-
-
-def check_metric(p: argparse.ArgumentParser, args, df: pd.DataFrame) -> None:
-    """Exit with the valid choices when --metric names no ranked metric of the stored rows."""
-    ranked = sorted(set(df.metric[df.higher_is_better.notna()]))  # each row stores its metric's direction
-    if args.metric is not None and args.metric not in ranked:
-        why = ("a measurement with no better direction, not a score" if args.metric in set(df.metric)
-               else f"no stored row under {Path(args.results) / args.sweep} has it")
-        p.exit(2, f"{p.prog}: error: --metric {args.metric!r}: {why}; valid: {', '.join(ranked)}\n")
 
 
 def publish(r: dict, args) -> Path:
@@ -88,18 +82,21 @@ def publish(r: dict, args) -> Path:
     return out
 
 
+@command
 def main(argv: list[str] | None = None, prog: str = "python -m suite.report") -> int:
     p = build_parser(prog)
     args = p.parse_args(argv)
     if (problem := files.sweep_name_problem(args.sweep)) is not None:  # it names a folder under --out too
         p.exit(2, f"{p.prog}: error: sweep {problem}\n")
+    check_output(p.prog, "--out", args.out)
+    check_output(p.prog, "--out", Path(args.out) / args.sweep)  # the folder the report fills
     df, source = read_rows(p, args)
     if df.empty:
         folder = Path(args.results) / args.sweep
         where = folder if args.source == "results" else f"{folder} or {store.shipped_path(args.sweep, args.published)}"
         print(f"no results under {where}", file=sys.stderr)
         return 1
-    check_metric(p, args, df)
+    choices.check_metric(p.prog, args.metric, {str(source): df})
     publish(render.build(df, args.sweep, args.tie, args.threshold, args.metric, source=str(source)), args)
     return 0
 

@@ -3,7 +3,8 @@ table and one plot. Each source is a results folder or a shipped ``published/<sw
 its leaderboard is built as the report builds it (``tables.leaderboard``), and cells are matched
 across sources by configuration with task and eval length: by the stored spec less its seed and
 code digest (so a board built by older code matches), else by ``config_hash``. Writes ``compare.csv`` and ``compare.png`` under ``--out``; exits 1 when a
-source holds no results or no configuration is in two sources."""
+source holds no results or no configuration is in two sources, 2 on a bad ``--out``, source or
+``--metric`` (``suite.commandline.check_output``, ``store.read_source``, ``suite.report.choices``)."""
 from __future__ import annotations
 
 import hashlib
@@ -13,7 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.commandline import parser, warnings_on_stderr
+from suite import files
+from suite.commandline import Refused, check_output, command, parser
 from suite.report.styles import style_map
 
 KEY = ["config", "task", "eval_len"]
@@ -85,6 +87,7 @@ def plot(table: pd.DataFrame, sources: list[str]) -> bytes:
     return buf.getvalue()
 
 
+@command
 def main(argv: list[str] | None = None, prog: str = "python -m suite.report.compare") -> int:
     p = parser(prog, __doc__)
     p.add_argument("sources", nargs="+", help="results folders (results/<sweep>) or published/<sweep>.jsonl.gz files")
@@ -93,24 +96,21 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report.comp
     args = p.parse_args(argv)
     if len(args.sources) < 2:
         p.error(f"give two or more sources, got {len(args.sources)}: {args.sources[0]}")
+    out = check_output(p.prog, "--out", args.out)
+    from suite.report import choices
     from suite.results import store
 
-    frames = {}
-    with warnings_on_stderr():
-        for source in args.sources:
-            df = store.load(source) if Path(source).exists() else store.load_empty()
-            if df.empty:
-                print(f"no results under {source}", file=sys.stderr)
-                return 1
-            frames[source] = df
+    for source in args.sources:
+        if (problem := store.source_problem(source)) is not None:
+            raise Refused(f"{p.prog}: error: source {source!r}: {problem}", 2)
+    frames = {source: store.read_source(p.prog, "source", source) for source in args.sources}
+    choices.check_metric(p.prog, args.metric, frames)
     table = compare_table(frames, args.metric)
     if table.empty:
         print(f"no configuration is in all of {', '.join(args.sources)} (cells match by config_hash)", file=sys.stderr)
         return 1
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    table.round(4).to_csv(out / "compare.csv", index=False)
-    (out / "compare.png").write_bytes(plot(table, args.sources))
+    files.write_atomic(out / "compare.csv", table.round(4).to_csv(index=False))
+    files.write_atomic(out / "compare.png", plot(table, args.sources))
     print(table.round(4).to_string(index=False))
     print(f"wrote {out / 'compare.csv'} and {out / 'compare.png'}")
     return 0

@@ -35,9 +35,10 @@ class Metric:
 
     @property
     def range_label(self) -> str:
+        """The range as ``contains`` reads it: an unbounded end is open, ``[0, inf)``."""
         def end(x):
             return "inf" if math.isinf(x) else f"{x:g}"
-        return f"[{end(self.low)}, {end(self.high)}]"
+        return f"{'(' if math.isinf(self.low) else '['}{end(self.low)}, {end(self.high)}{')' if math.isinf(self.high) else ']'}"
 
 
 INF = math.inf

@@ -26,7 +26,7 @@ import warnings
 from pathlib import Path
 
 import suite.files as files
-from suite.commandline import Refused, command, parser, warnings_on_stderr
+from suite.commandline import Refused, check_output, command, parser, warnings_on_stderr
 from suite.results.store import (PUBLISHED, NotStored, encode_shipped, is_shipped, payloads, shipped_path, shipped_runs,
                                  verified_run)
 
@@ -157,6 +157,12 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.results.shi
     if (problem := files.sweep_name_problem(args.sweep)) is not None:
         p.exit(2, f"{p.prog}: error: sweep {problem}\n")
     shipped, folder = shipped_path(args.sweep, args.published), files.sweep_dir(args.results, args.sweep)
+    if args.action == "pack":  # where it writes, checked before any work
+        check_output(p.prog, "--published", args.published)
+        check_output(p.prog, "--published", shipped, kind="file")
+    elif args.action == "unpack":
+        check_output(p.prog, "--results", args.results)
+        check_output(p.prog, "--results", folder)
     with warnings_on_stderr() as caught:
         try:
             if args.action == "pack":

@@ -40,8 +40,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.commandline import parser
-from suite.files import result_path, write_json_atomic
+from suite.commandline import Refused, command, parser
+from suite.files import read_regular, result_path, write_json_atomic
 from suite.registry import package_modules
 from suite.model.span_kinds import KINDS
 from suite.results.metrics import METRICS
@@ -105,12 +105,13 @@ def copy_from_sibling(results_dir, sweep: str, run_id: str, spec_hash: str | Non
 
 def read_run(path: str | Path) -> dict:
     """A run file's payload; a file that is not one (foreign, truncated, nested past what the
-    parser takes) is a ValueError naming it."""
-    with open(path) as fh:
-        try:
-            payload = json.load(fh)
-        except RecursionError:
-            raise ValueError(f"{path} is nested too deeply to be a PosBench run file") from None
+    parser takes) is a ValueError naming it, and one that is not a regular file (a FIFO, a
+    socket) an OSError naming it, raised without waiting on it (``suite.files.read_regular``)."""
+    data = read_regular(path)
+    try:
+        payload = json.loads(data)
+    except RecursionError:
+        raise ValueError(f"{path} is nested too deeply to be a PosBench run file") from None
     if (problem := envelope_problem(payload)) is not None:
         raise ValueError(f"{path} {problem}")
     return payload
@@ -210,6 +211,8 @@ def row_problem(row) -> str | None:
         return f"eval_len {row['eval_len']!r} is not a positive whole number"
     if value != value:
         return f"{name} is NaN in a run that is ok" if status == "ok" and declared.higher_is_better is not None else None
+    if math.isinf(value):  # a number past the largest float (1e400) reads as inf
+        return f"{name} = {value} is not a finite number (a stored number too large for a float reads as inf); valid: {declared.range_label}"
     if not declared.contains(value):
         return f"{name} = {value} is outside {declared.range_label}"
     if status == "ok" and row["n"] < 1:
@@ -344,7 +347,8 @@ def shipped_runs(path: str | Path) -> tuple[list[dict], list[NotStored]]:
 
 def _files(path: Path):
     """(name, verified payload or ``NotStored``) for every run file under the folder ``path``, or
-    every line of the shipped file ``path``."""
+    every line of the shipped file ``path``. A ``*.json`` that is not a regular file (a FIFO, a
+    socket, a folder) is ``NotStored`` naming what it is, never opened for reading."""
     if is_shipped(path):
         yield from _shipped_lines(path)
         return
@@ -356,6 +360,40 @@ def _files(path: Path):
             yield file, verified_run(file)
         except NotStored as err:
             yield file, err
+
+
+SOURCE_CHOICES = f"give a results folder (results/<sweep>) or a shipped published/<sweep>{SHIPPED_SUFFIX} file"
+
+
+def source_problem(path) -> str | None:
+    """Why ``path``, named to a command as a source of rows, cannot be one, or None: a source is
+    a results folder or a shipped file; the answer lists the valid choices."""
+    text = "" if path is None else str(path)
+    if not text.strip():
+        return f"empty; {SOURCE_CHOICES}"
+    where = Path(text)
+    if where.is_dir() or is_shipped(where):
+        return None
+    if not where.exists():
+        return f"no such folder or file; {SOURCE_CHOICES}"
+    kind = "a file" if where.is_file() else "not a regular file"
+    return f"{kind}, not a results folder or a shipped {SHIPPED_SUFFIX} file; {SOURCE_CHOICES}"
+
+
+def read_source(prog: str, option: str, path) -> pd.DataFrame:
+    """The rows of the source ``path`` that a command's ``option`` names (``--beside``, or a
+    positional's name), the skipped files warned about on stderr: the one reader of every
+    folder-or-shipped-file argument. ``Refused`` when it is no source (2, ``source_problem``)
+    or holds no valid run (1, "no results under <path>")."""
+    from suite.commandline import warnings_on_stderr
+
+    if (problem := source_problem(path)) is not None:
+        raise Refused(f"{prog}: error: {option} {str(path)!r}: {problem}", 2)
+    with warnings_on_stderr():
+        df = load(path)
+    if df.empty:
+        raise Refused(f"no results under {path}", 1)
+    return df
 
 
 def payloads(path: str | Path) -> list[tuple[Path, dict]]:
@@ -467,21 +505,23 @@ def summary(df: pd.DataFrame, metric: str = "exact_match") -> pd.DataFrame:
                          aggfunc="mean", dropna=False)
 
 
+@command
 def main(argv: list[str] | None = None) -> int:
-    """``python -m suite.results.store [folder]``: exact match by scheme and eval length; exits 1
-    when the folder holds no results."""
-    p = parser("python -m suite.results.store", "Print exact match by scheme and eval length for a results folder.")
-    p.add_argument("folder", nargs="?", default="results", help="a sweep folder or a whole results folder")
+    """``python -m suite.results.store [source]``: exact match by scheme and eval length of a
+    results folder or a shipped ``published/<sweep>.jsonl.gz``; exits 1 when it holds no results,
+    2 when it is neither (``source_problem``)."""
+    p = parser("python -m suite.results.store", "Print exact match by scheme and eval length for a results folder "
+                                                 "or a shipped file.")
+    p.add_argument("folder", nargs="?", default="results",
+                   help="a sweep folder, a whole results folder, or a shipped published/<sweep>.jsonl.gz")
     folder = p.parse_args(argv).folder
-    if not Path(folder).is_dir():
-        print(f"no results folder {folder}", file=sys.stderr)
-        return 1
-    frame = load(folder)
-    if frame.empty:
-        print(f"no results under {folder}", file=sys.stderr)
-        return 1
+    frame = read_source(p.prog, "folder", folder)
+    table = summary(frame)
+    if table.empty:
+        raise Refused(f"no exact_match rows under {folder} (its runs store other metrics: "
+                      f"{', '.join(sorted(set(frame.metric)))})", 1)
     print(f"exact match by eval length ({frame.run_id.nunique()} runs in {folder}):")
-    print(summary(frame).round(3).to_string())
+    print(table.round(3).to_string())
     return 0
 
 

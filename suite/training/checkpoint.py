@@ -7,7 +7,6 @@ the state it saved (the SIGKILL-resume test holds a resumed run to an uninterrup
 this module is not part of the code digest that stamps results."""
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
@@ -17,20 +16,16 @@ from typing import Callable, Optional
 
 import torch
 
-from suite.files import write_json_atomic
+from suite.files import read_regular, write_json_atomic, writing
 
 
 def _save(obj, path: Path) -> None:
-    """``torch.save``, with its failure to write (a full disk: torch's RuntimeError "file write
-    failed") raised as the OSError that every other write raises, naming the file."""
-    try:
+    """``torch.save`` through the one write rule (``suite.files.writing``): any failure to write,
+    an OSError or torch's own RuntimeError (a full disk gives "file write failed" or
+    "basic_ios::clear: iostream error", whatever the wording), is the OSError every other write
+    raises, naming the file: "No space left on device" when its disk is full."""
+    with writing(path, also=(RuntimeError,)):
         torch.save(obj, path)
-    except RuntimeError as err:
-        text = str(err)
-        if "write" not in text.lower():
-            raise
-        reason = "No space left on device" if "space" in text.lower() else "torch.save could not write the file"
-        raise OSError(errno.ENOSPC if "space" in text.lower() else errno.EIO, reason, str(path)) from None
 
 
 def save_checkpoint(path: Path, model, optimizer, step: int, owner: str) -> None:
@@ -112,7 +107,7 @@ def trained_record(work: Path, owner: str) -> dict:
     if not model.is_file():
         raise ValueError(f"no trained weights at {model}")
     try:
-        record = json.loads(marker.read_text())
+        record = json.loads(read_regular(marker))  # a FIFO there is named, not waited on
     except (OSError, ValueError) as err:
         why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
         raise ValueError(f"{model} cannot be checked: {marker}, which records its SHA-256, cannot be read ({why})") from None
