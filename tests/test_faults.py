@@ -21,6 +21,7 @@ import contextlib
 import errno
 import json
 import os
+import stat
 import re
 import signal
 import subprocess
@@ -58,7 +59,7 @@ def full_disk(tmp_path) -> Path:
                 fh.flush()
         yield folder
     finally:
-        subprocess.run(["umount", str(folder)], capture_output=True)
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True)  # lazy: a file still open keeps it busy
 
 
 @pytest.mark.parametrize("writer", ["torch_save", "write_atomic"])
@@ -220,9 +221,11 @@ def _unpack_onto_a_fifo(tmp_path, folder, fifo):
     shipped.pack(folder, tmp_path / "s.jsonl.gz")
     os.unlink(fifo)
     (folder / "rope-0.json").unlink()
-    os.mkfifo(folder / "rope-0.json")  # where unpack would write a run: kept, named, never read
+    os.mkfifo(folder / "rope-0.json")  # where unpack would write a run: named, set aside unread, the run written
     (folder / "alibi-0.json").unlink()
-    assert shipped.unpack(tmp_path / "s.jsonl.gz", folder.parent, "s") == (1, 1)
+    assert shipped.unpack(tmp_path / "s.jsonl.gz", folder.parent, "s") == (2, 0)
+    assert stat.S_ISFIFO(os.stat(folder / "_set_aside" / "rope-0.json.damaged-1").st_mode)
+    assert store.verified_run(folder / "rope-0.json")["run"]["run_id"] == "rope-0"
     return folder / "rope-0.json"
 
 

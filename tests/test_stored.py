@@ -112,8 +112,8 @@ def _rows_of_another_run(path, other):
 DAMAGE = {
     "truncated": (_truncated, r"(Expecting|Unterminated) .* \(char \d+\)"),
     "another run's file": (_another_runs_file, r"it holds run '.*-s1-[0-9a-f]{12}', not '.*-s0-[0-9a-f]{12}'"),
-    "a folder": (_a_folder, r"it is a folder, not a result file"),
-    "a FIFO": (_a_fifo, r"it is a FIFO, not a result file"),
+    "a folder": (_a_folder, r"it cannot be read \(not a regular file but a folder\)"),
+    "a FIFO": (_a_fifo, r"it cannot be read \(not a regular file but a FIFO\)"),
     "invalid JSON": (_invalid_json, r"Expecting property name"),
     "another schema": (_other_schema, r"is not a PosBench run \(schema posbench\.run/1\)"),
     "another spec hash": (_other_spec_hash, r"its spec hash is '000000000000', not the run's '[0-9a-f]{12}'"),
@@ -203,7 +203,7 @@ def test_a_sweep_redoes_the_damaged_run_and_skips_the_stored_one(two_runs, tmp_p
                           f"results_dir={results}", f"hydra.sweep.dir={tmp_path / 'hm'}"], cwd=ROOT, env=env, timeout=600)
     text = out.stderr + out.stdout
     assert out.returncode == 0, text[-3000:]
-    assert f"{path} does not count as stored: it is a folder, not a result file; set aside as " in text, text[-3000:]
+    assert f"{path} does not count as stored: it cannot be read (not a regular file but a folder); set aside as " in text, text[-3000:]
     assert f"skip {run_id(make_spec(*TINY, 'seed=1'))}: already stored" in text, text[-3000:]
     store.verified_run(path, run_id(spec), spec.run_id)
     assert (path.parent / "_set_aside" / f"{path.name}.damaged-1" / "notes.txt").is_file()

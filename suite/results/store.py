@@ -30,9 +30,7 @@ import gzip
 import io
 import json
 import math
-import os
 import re
-import stat
 import sys
 import warnings
 from functools import lru_cache
@@ -282,12 +280,6 @@ class NotStored(ValueError):
         self.where, self.reason, self.readable = where, reason, readable
 
 
-def _kind(mode: int) -> str:
-    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
-    return next((name for test, name in kinds if test(mode)), "not a regular file")
-
-
 def payload_problem(payload: dict, run_id: str | None = None, spec_hash: str | None = None) -> str | None:
     """What keeps a parsed run (a file's, or a shipped line's) from counting as stored, or None:
     every row and run check (``row_problem``, ``run_problem``), then its identity
@@ -304,13 +296,7 @@ def verified_run(path: str | Path, run_id: str | None = None, spec_hash: str | N
     diagnose and reproduce all ask it."""
     path = Path(path)
     try:
-        mode = os.stat(path).st_mode
-    except OSError as err:
-        raise NotStored(path, f"it cannot be read ({err.strerror or err})", False) from None
-    if not stat.S_ISREG(mode):
-        raise NotStored(path, f"it is {_kind(mode)}, not a result file", False)
-    try:
-        payload = read_run(path)
+        payload = read_run(path)  # a folder, FIFO or socket is named by read_regular, never opened
     except OSError as err:
         raise NotStored(path, f"it cannot be read ({err.strerror or err})", False) from None
     except ValueError as err:  # read_run's messages name the file: keep the reason only
