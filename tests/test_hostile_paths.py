@@ -77,6 +77,9 @@ WRITERS = [
      lambda p, w: ["unpack", "s", "--published", str(w / "published"), "--results", p]),
     ("lmeval-output-path", "suite.lmeval", "--output_path", False,
      lambda p, w: ["--model", "hf", "--tasks", "posbench_copy", "--output_path", p]),
+    ("bench-perf-out", "suite.bench.perf", "--out", False, lambda p, w: ["--out", p]),
+    ("bench-numerics-out", "suite.bench.numerics", "--out", False, lambda p, w: ["--out", p]),
+    ("bench-gpu-out", "suite.bench.gpu", "--out", False, lambda p, w: ["--out", p]),
     ("run-results-dir", "suite.run", "results_dir=", False,
      lambda p, w: ["task=copy", "train.steps=2", "logger=none", f"results_dir={p}", f"hydra.run.dir={w.parent / 'hydra'}"]),
 ]

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from suite.commandline import parser
+from suite.commandline import check_output, command, parser
 from suite.data.batch import make_batch
 from suite.config.compose import CONF_DIR, compose_config
 from suite.model.lm import PosBenchLM
@@ -117,6 +117,7 @@ def sweep_plan(sweep: str = "gpu", peak_tflops: float = 989.0, mfu: float = 0.4)
             "peak_tflops": peak_tflops, "mfu": mfu, "run_minutes": run_s / 60, "sweep_hours": runs * run_s / 3600}
 
 
+@command
 def main(argv=None) -> int:
     p = parser("python -m suite.bench.gpu", __doc__)
     p.add_argument("--out", default="reports/perf-gpu")
@@ -127,6 +128,7 @@ def main(argv=None) -> int:
     p.add_argument("--peak-tflops", type=float, default=989.0, help="with --plan (default: an H200's datasheet bf16)")
     p.add_argument("--mfu", type=float, default=0.4, help="with --plan")
     args = p.parse_args(argv)
+    check_output(p.prog, "--out", args.out)  # before any work
     if args.plan:
         plan = sweep_plan("gpu", args.peak_tflops, args.mfu)
         print(f"gpu sweep: {plan['runs']} runs of {plan['params'] / 1e6:.0f}M parameters x {plan['tokens_per_run']:.3g} "

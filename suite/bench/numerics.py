@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.commandline import parser
+from suite.commandline import check_output, command, parser
 from suite.files import write_atomic
 from suite.pins import SWITCH
 
@@ -82,12 +82,14 @@ def measure(steps: int, repeats: int) -> tuple[pd.DataFrame, bool]:
     return table, across
 
 
+@command
 def main(argv: list[str] | None = None) -> int:
     p = parser("python -m suite.bench.numerics", __doc__)
     p.add_argument("--steps", type=int, default=600)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--out", default="reports/perf")
     args = p.parse_args(argv)
+    check_output(p.prog, "--out", args.out)  # before any work
     table, across = measure(args.steps, args.repeats)
     text = table.to_markdown(index=False, floatfmt=".3f")
     verdict = (f"pinned and unpinned runs give {'the same' if across else 'different'} floats on this machine "

@@ -24,7 +24,7 @@ from typing import Optional
 import pandas as pd
 import torch
 
-from suite.commandline import parser
+from suite.commandline import check_output, command, parser
 from suite.model.attention import Context
 from suite.bench.step import hf_llama, optimizer_rows, sweep_level_rows, sweep_step_rows
 from suite.config.compose import compose_config
@@ -329,6 +329,7 @@ def targets(df: pd.DataFrame, sweep: Optional[tuple]) -> list[str]:
     return out
 
 
+@command
 def main(argv=None) -> int:
     p = parser("python -m suite.bench.perf", __doc__)
     p.add_argument("--out", default="reports/perf")
@@ -341,6 +342,7 @@ def main(argv=None) -> int:
     p.add_argument("--from-csv", default=None,
                    help="re-render index.md from a bench.csv an earlier run wrote, without measuring")
     args = p.parse_args(argv)
+    check_output(p.prog, "--out", args.out)  # before any work
     out = Path(args.out)
     if args.from_csv:
         df = pd.read_csv(args.from_csv)
