@@ -31,9 +31,11 @@ log = logging.getLogger("posbench")
 
 class RunLifecycle:
     """The state one run carries from setup to its result file; ``timing`` records where its wall
-    time goes and is stored with it. A run resumed from a finished training (its process killed
-    during evaluation) stores the run's time, not the resumed process's: ``trained.json`` holds
-    the work's time up to it (``worked``), and the resumed process adds its own share."""
+    time goes and is stored with it. A resumed run stores the run's time, not the resumed
+    process's: a run killed during evaluation resumes from ``trained.json``, which holds the work's
+    time up to it (``worked``); one killed during training resumes from its checkpoint, which
+    holds the training's time up to it (``TrainResult.earlier_s``); the resumed process adds its
+    own share."""
 
     def __init__(self, spec: RunSpec, rid: str, results_dir, logger_cfg: Optional[dict], device: torch.device):
         self.spec, self.rid, self.results_dir, self.device = spec, rid, results_dir, device
@@ -86,6 +88,7 @@ class RunLifecycle:
                        ckpt_every=ckpt_every, log=log_step, log_every=log_every, progress=progress,
                        on_step=self._during_training)
         self.timing["batches_s"], self.timing["train_s"] = result.batch_s, result.wall_s - result.batch_s
+        self.earlier = {"wall_s": result.earlier_s}  # a killed process's training before the checkpoint resumed
         return result, True
 
     def worked(self) -> tuple[float, dict[str, float]]:

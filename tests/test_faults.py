@@ -4,7 +4,8 @@ FIFOs where a results folder holds files.
 - A write that fails leaves as an ``OSError`` naming the file (``suite.files.writing``), on a real
   full filesystem (a small tmpfs, mounted when this machine allows it, else ``/dev/full``) and
   for each wording torch gives the failure.
-- A run resumed from its finished training stores the run's time, not the resumed process's.
+- A run resumed from its finished training, or from a checkpoint of its training, stores the
+  run's time, not the resumed process's.
 - A FIFO named like a run file is named and skipped by every reader, never waited on.
 
 Mutation checks: ``checkpoint._save`` converting only messages containing "write" (as it did)
@@ -160,6 +161,40 @@ def test_a_run_killed_during_evaluation_stores_the_runs_time(tmp_path):
     assert run["run"]["wall_s"] >= round(before["wall_s"], 2), (run["run"]["wall_s"], before)
     assert run["run"]["timing"]["train_s"] == round(before["train_s"], 3)
     assert run["run"]["timing"]["eval_s"] > 0 and all(row["wall_s"] == run["run"]["wall_s"] for row in run["rows"])
+
+
+SLOW_TRAINING_THEN_DEATH_AFTER_A_CHECKPOINT = (
+    "import os, time, suite.training.loop as loop\n"
+    "_step, _save = loop.train_step, loop.save_checkpoint\n"
+    "def slow(*a, **k):  # each step before the kill takes 1.5 s more\n"
+    "    time.sleep(1.5)\n"
+    "    return _step(*a, **k)\n"
+    "loop.train_step = slow\n"
+    "def save_then_die(*a, **k):\n"
+    "    _save(*a, **k)\n"
+    "    os._exit(137)  # no cleanup, as under kill -9\n"
+    "loop.save_checkpoint = save_then_die\n"
+)
+
+
+def test_a_run_killed_during_training_stores_the_runs_time(tmp_path):
+    """The first process trains 2 of 4 steps (3 s and more), writes its checkpoint and dies; the
+    rerun resumes from the checkpoint and stores a wall_s and train_s that hold the first
+    process's training, which the checkpoint recorded.
+
+    Mutation check: ``Meter.spent`` without ``self.before["wall_s"]`` (the resumed process's
+    training time only) makes this fail."""
+    args = ["task=copy", "train.steps=4", "ckpt_every=2", "eval.n_examples=4", "logger=none",
+            f"results_dir={tmp_path / 'r'}", "sweep_name=t", f"hydra.run.dir={tmp_path / 'h'}"]
+    killed = _run(args, prelude=SLOW_TRAINING_THEN_DEATH_AFTER_A_CHECKPOINT)
+    assert killed.returncode == 137, (killed.stderr + killed.stdout)[-3000:]
+    ckpt = torch.load(next((tmp_path / "r" / "t" / "_work").glob("*/ckpt.pt")), weights_only=True)
+    assert ckpt["step"] == 2 and ckpt["spent"]["wall_s"] >= 3.0, ckpt["spent"]
+    again = _run(args)
+    assert again.returncode == 0, (again.stderr + again.stdout)[-3000:]
+    run = json.loads(next((tmp_path / "r" / "t").glob("*.json")).read_text())
+    assert run["run"]["wall_s"] >= round(ckpt["spent"]["wall_s"], 2), (run["run"]["wall_s"], ckpt["spent"])
+    assert run["run"]["timing"]["train_s"] >= ckpt["spent"]["wall_s"] - ckpt["spent"]["batch_s"] - 1e-3
 
 
 # --------------------------------------------------------------------------------------------

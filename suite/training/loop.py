@@ -34,6 +34,9 @@ class TrainResult:
     resumed_from: int = 0
     history: list = field(default_factory=list)
     batch_s: float = 0.0  # of wall_s, the time spent generating batches
+    # wall_s and batch_s count the whole training: a process resumed from a checkpoint adds the
+    # time the checkpoint recorded (``spent``) to its own; earlier_s is that recorded wall time
+    earlier_s: float = 0.0
 
 
 def lr_at(step: int, spec: RunSpec) -> float:
@@ -70,6 +73,7 @@ class _Setup:
     device: torch.device
     optimizer: torch.optim.Optimizer
     start: int  # first step to run (> 0 when resumed from a checkpoint)
+    spent: dict  # the training's time before ``start`` (wall_s, batch_s), from the checkpoint
     step_fn: Callable
     autocast: torch.autocast
     rows: slice  # this process's rows of the global batch (all rows without torchrun)
@@ -84,14 +88,14 @@ def _setup(model, spec: RunSpec, ckpt_path: Optional[Path]) -> _Setup:
     device = resolve_device(spec)
     model.to(device).train()
     rows = distributed.share(t.batch_size)
-    optimizer, start = resume(ckpt_path, model, lambda: build_optimizer(model, spec, device), spec.run_id, t.steps)
+    optimizer, start, spent = resume(ckpt_path, model, lambda: build_optimizer(model, spec, device), spec.run_id, t.steps)
     if device.type == "cuda":
         torch.set_float32_matmul_precision("high")  # TF32 for what runs outside the bf16 autocast
     ddp = distributed.wrap(model, device)
     if t.compile:
         torch.compiler.reset()  # each run starts with an empty cache: the recompile limit counts per run
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=t.precision == "bf16")
-    return _Setup(device, optimizer, start, torch.compile(ddp) if t.compile else ddp, autocast, rows,
+    return _Setup(device, optimizer, start, spent, torch.compile(ddp) if t.compile else ddp, autocast, rows,
                   t.batch_size // (rows.stop - rows.start), list(model.parameters()))
 
 
@@ -112,8 +116,8 @@ def _batch(spec: RunSpec, tasks, step: int, run: _Setup):
 class _Meter:
     """Progress bar, logged history, tokens seen and batch time of one training run."""
 
-    def __init__(self, spec: RunSpec, start: int, progress: bool, log: Optional[Callable[[dict, int], None]]):
-        self.t0, self.start, self.log = time.perf_counter(), start, log
+    def __init__(self, spec: RunSpec, start: int, spent: dict, progress: bool, log: Optional[Callable[[dict, int], None]]):
+        self.t0, self.start, self.log, self.before = time.perf_counter(), start, log, spent
         self.bar = tqdm(range(start, spec.train.steps), initial=start, total=spec.train.steps, disable=not progress,
                         desc=f"train {spec.model.pattern}/{spec.taskset}", leave=False, dynamic_ncols=True)
         self.loss_value, self.history, self.tokens_seen, self.batch_s = float("nan"), [], 0, 0.0
@@ -129,10 +133,16 @@ class _Meter:
         if self.log is not None:
             self.log(record, step)
 
+    def spent(self) -> dict:
+        """The training's time so far, earlier processes' included: what a checkpoint records."""
+        return {"wall_s": time.perf_counter() - self.t0 + self.before["wall_s"],
+                "batch_s": self.batch_s + self.before["batch_s"]}
+
     def result(self, status: str, steps_done: int, final_loss: float) -> TrainResult:
         self.bar.close()
-        return TrainResult(status, steps_done, final_loss, time.perf_counter() - self.t0, self.start,
-                           self.history, self.batch_s)
+        spent = self.spent()
+        return TrainResult(status, steps_done, final_loss, spent["wall_s"], self.start, self.history, spent["batch_s"],
+                           self.before["wall_s"])
 
 
 def _set_lr(optimizer, spec: RunSpec, step: int) -> None:
@@ -157,7 +167,7 @@ def train(
     ``log_every``-th step and the last; ``on_step(n)`` is called after each of the n steps done."""
     t = spec.train
     run = _setup(model, spec, ckpt_path)
-    meter = _Meter(spec, run.start, progress, log)
+    meter = _Meter(spec, run.start, run.spent, progress, log)
     for step in meter.bar:
         tokens, mask, scored, seconds = _batch(spec, tasks, step, run)
         meter.batch_s += seconds
@@ -175,5 +185,5 @@ def train(
             on_step(step + 1)
         if ckpt_path is not None and ckpt_every and (step + 1) % ckpt_every == 0 and step + 1 < t.steps \
                 and distributed.is_main():
-            save_checkpoint(ckpt_path, model, run.optimizer, step + 1, spec.run_id)
+            save_checkpoint(ckpt_path, model, run.optimizer, step + 1, spec.run_id, meter.spent())
     return meter.result("ok", t.steps, meter.loss_value)
