@@ -18,6 +18,16 @@ def make_spec(*overrides):
     return build(compose_config(list(overrides)))
 
 
+def stored_seeds(folder, overrides, seeds=(0, 1)):
+    """A results folder (``folder``/results) holding one stored run of ``overrides`` per seed."""
+    from suite.run import execute
+
+    results = folder / "results"
+    for seed in seeds:
+        execute(make_spec(*overrides, f"seed={seed}"), results_dir=results, progress=False)
+    return results
+
+
 @pytest.fixture
 def spec_of():
     return make_spec

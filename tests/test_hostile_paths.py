@@ -128,7 +128,10 @@ def test_every_writer_refuses_every_bad_output_path_before_any_work(tmp_path, re
 
 
 def test_there_is_a_case_for_every_writer_and_every_bad_path():
-    assert len(CASES) == len(WRITERS) * len(BAD_KINDS) == 32
+    assert len(CASES) == len(WRITERS) * len(BAD_KINDS) == 44
+    with_out = {".".join(f.relative_to(ROOT).with_suffix("").parts).removesuffix(".__main__")
+                for f in (ROOT / "suite").rglob("*.py") if 'add_argument("--out"' in f.read_text()}
+    assert with_out <= {w[1] for w in WRITERS}, with_out - {w[1] for w in WRITERS}  # every --out is in the grid
     assert {k for _, k in FAST} == set(BAD_KINDS) and {w[0] for w, _ in FAST} == {w[0] for w in WRITERS}
 
 

@@ -22,7 +22,7 @@ from suite.evaluation import evalcache
 from suite.evaluation.evalsets import generate
 from suite.results import store
 from suite.run import execute, run_id
-from tests.conftest import make_spec
+from tests.conftest import make_spec, stored_seeds
 
 TINY = ["model.n_layers=2", "model.d_model=16", "model.n_heads=2", "model.d_ff=32", "train.steps=3",
         "train.batch_size=4", "train.seq_len=12", "eval.n_examples=3", "eval.batch_size=3", "eval.multiples=[1]",
@@ -33,10 +33,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):
     """A results folder with two tiny stored runs of the same shapes (seeds 0 and 1)."""
-    results = tmp_path_factory.mktemp("integrity") / "results"
-    for seed in (0, 1):
-        execute(make_spec(*TINY, f"seed={seed}"), results_dir=results, progress=False)
-    return results
+    return stored_seeds(tmp_path_factory.mktemp("integrity"), TINY)
 
 
 def _sha(path) -> str:

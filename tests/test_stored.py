@@ -25,7 +25,7 @@ from suite.reproduce import stored_reruns
 from suite.results import store
 from suite.run import execute, run_id
 from tests import forked_cli
-from tests.conftest import make_spec
+from tests.conftest import make_spec, stored_seeds
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["model.n_layers=2", "model.d_model=16", "model.n_heads=2", "model.d_ff=32", "train.steps=3",
@@ -49,10 +49,7 @@ def no_hang():
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):
     """A results folder with two tiny stored runs of sweep 'st' (seeds 0 and 1)."""
-    results = tmp_path_factory.mktemp("stored") / "results"
-    for seed in (0, 1):
-        execute(make_spec(*TINY, f"seed={seed}"), results_dir=results, progress=False)
-    return results
+    return stored_seeds(tmp_path_factory.mktemp("stored"), TINY)
 
 
 def _values(payload):
