@@ -115,3 +115,12 @@ def test_every_command_builds_its_parser_and_reads_warnings_through_the_shared_p
            if path != ROOT / "suite" / "commandline.py"
            and ("ArgumentParser(" in path.read_text() or "catch_warnings(record=True)" in path.read_text())]
     assert own == []
+
+
+def test_diagnose_stored_without_a_trained_model_exits_1_naming_the_file(tmp_path, capsys):
+    """Nothing to diagnose is exit 1 (not a bad configuration, 2), with the file it looked for.
+    Mutation check: ``Refused(...)`` without its code 1 in suite/commands/diagnose.py makes this fail."""
+    assert cli.main(["diagnose", "--stored", f"results_dir={tmp_path}", "task=copy"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"no stored model at {tmp_path}/") and err.rstrip().endswith("model.pt: run it first "
+                                                                                      "(python -m suite.run results_dir=" f"{tmp_path} task=copy)")
