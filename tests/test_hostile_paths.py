@@ -65,6 +65,9 @@ def bad_path(kind: str, ws: Path, readonly: Path, file: bool) -> str:
 # file, the arguments given the bad path P and the workspace W)
 WRITERS = [
     ("report-out", "suite.report", "--out", False, lambda p, w: ["s", "--results", str(w / "results"), "--out", p]),
+    ("report-wandb-results", "suite.report", "--results", False,
+     lambda p, w: ["s", "--from", "published", "--published", str(w / "published"), "--out", str(w / "reports"),
+                   "--wandb", "offline", "--results", p]),
     ("compare-out", "suite.report.compare", "--out", False,
      lambda p, w: [str(w / "results" / "s"), str(w / "results" / "s"), "--out", p]),
     ("reproduce-boards-out", "suite.reproduce", "--out", True,
@@ -128,7 +131,7 @@ def test_every_writer_refuses_every_bad_output_path_before_any_work(tmp_path, re
 
 
 def test_there_is_a_case_for_every_writer_and_every_bad_path():
-    assert len(CASES) == len(WRITERS) * len(BAD_KINDS) == 44
+    assert len(CASES) == len(WRITERS) * len(BAD_KINDS) == 48
     with_out = {".".join(f.relative_to(ROOT).with_suffix("").parts).removesuffix(".__main__")
                 for f in (ROOT / "suite").rglob("*.py") if 'add_argument("--out"' in f.read_text()}
     assert with_out <= {w[1] for w in WRITERS}, with_out - {w[1] for w in WRITERS}  # every --out is in the grid

@@ -90,6 +90,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report") ->
         p.exit(2, f"{p.prog}: error: sweep {problem}\n")
     check_output(p.prog, "--out", args.out)
     check_output(p.prog, "--out", Path(args.out) / args.sweep)  # the folder the report fills
+    if args.wandb:
+        check_output(p.prog, "--results", args.results)  # --wandb writes its run under <results>/<sweep>/wandb
     df, source = read_rows(p, args)
     if df.empty:
         folder = Path(args.results) / args.sweep
