@@ -3,7 +3,6 @@ as the report labels it.
 
 Mutation check: in suite/report/tables.py primary, splitting a scheme name only past 2
 configurations (``> 2``) pools the two step counts and makes test_two_step_counts_of_one_scheme_print_two_rows fail."""
-import json
 
 import pandas as pd
 import pytest

@@ -19,7 +19,6 @@ this module imports the store, never the reverse.
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import warnings
