@@ -69,10 +69,10 @@ def _naive_rotated(x, pos, coef_cos, coef_sin, head_dim, train_len, cfg):
 
 
 CASES = {
-    "defaults": dict(train_len=64),  # 3 of 8 frequencies above the floor, 3 pairs carry position
-    "step": dict(train_len=1024),  # 5 frequencies, 4 pairs: the step identity skips every other one
-    "interleaved-no-floor": dict(train_len=64, floor_freq_ratio=0.0, pair_fraction=1.0, layout="interleaved"),
-    "learnable-wide-noise": dict(train_len=256, sigma=3.0, learnable=True),
+    "defaults": {"train_len": 64},  # 3 of 8 frequencies above the floor, 3 pairs carry position
+    "step": {"train_len": 1024},  # 5 frequencies, 4 pairs: the step identity skips every other one
+    "interleaved-no-floor": {"train_len": 64, "floor_freq_ratio": 0.0, "pair_fraction": 1.0, "layout": "interleaved"},
+    "learnable-wide-noise": {"train_len": 256, "sigma": 3.0, "learnable": True},
 }
 
 

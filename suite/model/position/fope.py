@@ -34,8 +34,11 @@ For a head of D dimensions (P = D/2 pairs), RoPE's frequencies w_j = theta^(-2j/
 ``sigma=0`` and ``floor_freq_ratio=0`` with ``pair_fraction=1`` is RoPE (``position=rope``) exactly;
 with a floor, it is RoPE with the floored frequencies at 0. With ``sigma`` > 0, C and S mix
 frequencies and differ, so q.k depends on both positions, not only on their offset (in the
-paper's terms: the cross-frequency terms of two Fourier series); the floored pairs stay
-position-free whatever ``sigma``.
+paper's terms: the cross-frequency terms of two Fourier series); the pairs past M stay
+position-free whatever ``sigma``. How many carry position depends on the head and the training
+length: 16 of 32 at the paper's 60M setting (head of 64, L = 512, theta 1e4), 2 of 8 at this
+suite's CPU recipe (head of 16, L = 32), 16 of 32 at its GPU recipe (head of 64, L = 1024, where
+18 frequencies pass the floor and the cap binds).
 
 Where this departs from the reference, and why:
 
