@@ -97,7 +97,7 @@ def test_masked_keys_have_no_gate_and_add_nothing_to_the_count():
     scheme = _scheme(npos_max=4)
     torch.nn.init.normal_(scheme.table)
     seen = []
-    out, _ = reference_attention(q, k, v, None, window, lambda q_, a: seen.append(a) or scheme.logit_term(q_, a))
+    out, _ = reference_attention(q, k, v, None, window, lambda q_, a, b: seen.append(a) or scheme.logit_term(q_, a, b))
     p = scheme.positions(seen[0])[0, 0]
     assert torch.equal(torch.sigmoid(seen[0])[0, 0][~window], torch.zeros(int((~window).sum())))
     for i in range(1, T):

@@ -71,13 +71,13 @@ class Context:
 def reference_attention(q, k, v, bias: Optional[torch.Tensor], allowed: torch.Tensor,
                         logit_term: Optional[Callable] = None):
     """q, k, v: (B, H, T, D); bias (H, T, T), (B, H, T, T) or None; allowed (T, T) bool;
-    ``logit_term(q, logits)``: a scheme's ``PositionScheme.logit_term``, whose term (or None) is
-    added to the masked logits. Returns (out, logits), the logits with the term."""
+    ``logit_term(q, logits, bias)``: a scheme's ``PositionScheme.logit_term``, whose term (or None)
+    is added to the masked logits. Returns (out, logits), the logits with the term."""
     logits = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])  # (B, H, T, T)
     if bias is not None:
         logits = logits + bias.to(logits.dtype)
     logits = logits.masked_fill(~allowed, float("-inf"))
-    term = None if logit_term is None else logit_term(q, logits)
+    term = None if logit_term is None else logit_term(q, logits, bias)
     if term is not None:
         logits = logits + term  # -inf stays -inf outside the span
     probs = torch.softmax(at_least_float32(logits), dim=-1).to(q.dtype)

@@ -120,12 +120,15 @@ class PositionScheme(nn.Module):
     # path (materialized logits) on every implementation, since no fused kernel can supply them
     needs_logits: ClassVar[bool] = False
 
-    def logit_term(self, q: torch.Tensor, logits: torch.Tensor) -> Optional[torch.Tensor]:
+    def logit_term(self, q: torch.Tensor, logits: torch.Tensor,
+                   bias: Optional[torch.Tensor] = None) -> Optional[torch.Tensor]:
         """A term added to the pre-softmax logits, or None. ``q`` (B, H, Tq, D) the queries as
         attended (after ``qk`` and the temperature); ``logits`` (B, H, Tq, Tk) scaled q·k plus
-        the bias, -inf outside the span. Returns (B, H, Tq, Tk), added before the softmax (masked
-        entries stay -inf). Attention passes every key a query row can see, never a block of
-        them; a cached decoding step, which holds all earlier keys, gets the full rows too."""
+        the bias, -inf outside the span; ``bias`` the bias already in ``logits``, (H, Tq, Tk) or
+        (B, H, Tq, Tk), or None (DAPE's MLP reads q·k and the bias apart). Returns (B, H, Tq, Tk),
+        finite, added before the softmax (masked entries stay -inf). Attention passes every key a
+        query row can see, never a block of them; a cached decoding step, which holds all earlier
+        keys, gets the full rows too."""
         return None
 
     # True for a scheme whose positions come from the data, not from token indices (FoX,

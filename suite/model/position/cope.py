@@ -73,7 +73,7 @@ class CoPE(PositionScheme):
         counts = gates.flip(-1).cumsum(-1).flip(-1)  # sum over keys t >= j; keys after i have gate 0
         return counts.clamp(max=self.npos - 1)
 
-    def logit_term(self, q, logits):  # q (B, H, Tq, D), logits (B, H, Tq, Tk) -> (B, H, Tq, Tk)
+    def logit_term(self, q, logits, bias=None):  # q (B, H, Tq, D), logits (B, H, Tq, Tk) -> (B, H, Tq, Tk)
         p = self.positions(logits)
         at_columns = (q.float() @ self.table) / math.sqrt(q.shape[-1])  # (B, H, Tq, npos): q . e[n]
         floor = p.floor()
