@@ -10,7 +10,7 @@ Mutation checks (each made, watched failing, restored):
   says so, and the cached logits differ); deleting the temperature probe from
   suite/model/cache.py ``length_invariant`` makes it fail too under that mutation;
 * drope.py ``temperature`` returning ``base`` whatever c makes test_beta_multiplies_the_logits fail;
-* the ``le=C_MAX`` rule of ``DropeConfig.c`` and its ``__post_init__`` check both dropped make
+* the ``le=C_MAX`` rule of ``DropeConfig.c`` dropped (or it and the ``__post_init__`` check both) makes
   test_c_out_of_range_is_refused_naming_the_value fail;
 * conf/arch/drope.yaml without its ``train.schedule`` makes test_the_arch_trains_rope_then_drope fail.
 """
