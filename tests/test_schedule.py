@@ -215,3 +215,16 @@ def test_a_pattern_layer_with_its_own_scheme_keeps_it():
     assert positions_label(spec) == "alibi+nope>rope+nope@0.5"
     with pytest.raises(SpecError, match=r"train\.schedule .* would change nothing"):
         make_spec(*SMALL, "pattern=rnope", "position=alibi", "train.schedule=[{until:0.5,position:t5}]")
+
+
+def test_report_labels_name_a_schedule_and_its_options():
+    """Mutation check: in suite/report/labels.py flatten, storing the schedule as it is (no
+    ``schedule_text``) or leaving out the phases' options makes this fail."""
+    from suite.report.labels import describe, differing_keys, flatten
+
+    early = make_spec(*DROP).to_dict()
+    theta = make_spec(*SMALL, "position=nope", "train.schedule=[{until:0.5,position:rope,theta:500}]").to_dict()
+    assert flatten(early)["train.schedule"] == "rope@0.5" and flatten(early)["train.schedule[0].theta"] == 10000.0
+    keys = differing_keys([early, theta])
+    assert keys == ["train.schedule[0].theta"] and describe(theta, keys) == "theta=500"
+    assert "train.schedule" in differing_keys([early, make_spec(*SMALL, "position=nope").to_dict()])
