@@ -21,7 +21,7 @@ from omegaconf.errors import OmegaConfBaseException
 from suite.config import schema
 from suite.config.codedigest import code_digest, pieces_of
 from suite.config.compose import CONF_DIR
-from suite.config.spec import EvalSpec, RunSpec, TaskSpec, TrainSpec, eval_length
+from suite.config.spec import CHANGES, PHASE_KEYS, EvalSpec, Phase, RunSpec, TaskSpec, TrainSpec, eval_length, switch_step
 from suite.files import sweep_name_problem
 from suite.model.position import SCHEMES
 from suite.model.span import SPANS
@@ -92,12 +92,24 @@ def _frozen(value):
 def model_spec_from_dict(d: dict) -> ModelSpec:
     """The ``ModelSpec`` stored as ``RunSpec.to_dict()["model"]``; unknown keys fail naming the valid ones."""
     check_keys(d, (f.name for f in dataclasses.fields(ModelSpec)), "model spec")
-    layers = tuple(
-        LayerSpec(layer["position"], _scheme_config(layer["position"], {k: _frozen(v) for k, v in layer["position_cfg"].items()}),
-                  layer["span"], _span_config(layer["span"], {k: _frozen(v) for k, v in layer["span_cfg"].items()}))
-        for layer in d["layers"]
-    )
-    return ModelSpec(**{**d, "layers": layers})
+    def scheme(name: str, cfg: dict):
+        return _scheme_config(name, {k: _frozen(v) for k, v in cfg.items()})
+
+    layers = []
+    for layer in d["layers"]:
+        check_keys(layer, (f.name for f in dataclasses.fields(LayerSpec)), "layer spec")
+        layers.append(LayerSpec(layer["position"], scheme(layer["position"], layer["position_cfg"]),
+                                layer["span"], _span_config(layer["span"], {k: _frozen(v) for k, v in layer["span_cfg"].items()}),
+                                tuple((name, scheme(name, cfg)) for name, cfg in layer.get("earlier", ()))))
+    return ModelSpec(**{**d, "layers": tuple(layers)})
+
+
+def _phase_from_dict(d: dict) -> Phase:
+    """A stored ``Phase`` (``RunSpec.to_dict()["train"]["schedule"][i]``)."""
+    check_keys(d, (f.name for f in dataclasses.fields(Phase)), "schedule phase")
+    position = d.get("position")
+    cfg = None if position is None else _scheme_config(position, {k: _frozen(v) for k, v in (d.get("position_cfg") or {}).items()})
+    return Phase(until=d["until"], position=position, position_cfg=cfg)
 
 
 def _fields_from_dict(cls: type, d: dict, key: str) -> dict:
@@ -110,7 +122,10 @@ def run_spec_from_dict(d: dict) -> RunSpec:
     ``run_id`` is the stored run's. Unknown keys fail naming the valid ones."""
     top = _fields_from_dict(RunSpec, {k: v for k, v in d.items() if k not in ("model", "train", "tasks", "eval")}, "run")
     tasks = tuple(TaskSpec(t["name"], tuple((k, _frozen(v)) for k, v in t["params"])) for t in d["tasks"])
-    return RunSpec(model=model_spec_from_dict(d["model"]), train=TrainSpec(**_fields_from_dict(TrainSpec, d["train"], "train")),
+    train = _fields_from_dict(TrainSpec, d["train"], "train")
+    if "schedule" in train:
+        train["schedule"] = tuple(_phase_from_dict(p) for p in d["train"]["schedule"])
+    return RunSpec(model=model_spec_from_dict(d["model"]), train=TrainSpec(**train),
                    tasks=tasks, eval=EvalSpec(**_fields_from_dict(EvalSpec, d["eval"], "eval")), **top)
 
 
@@ -320,6 +335,68 @@ def _checked_layers(cfg: DictConfig, m: dict, train_len: int, eval_lens: tuple[i
     return tuple(layers)
 
 
+def _checked_schedule(raw, t: dict, dims: Dims, eval_lens: tuple[int, ...]) -> tuple[Phase, ...]:
+    """``train.schedule`` as typed ``Phase``s: each entry a mapping of ``until`` (a fraction of
+    ``train.steps`` in (0, 1), strictly above the entry before's, and a whole step of training on
+    each side of it) and what it changes (``position``, a scheme that reads no data, with that
+    scheme's options, typed and checked by the scheme as the run's own are); every error names
+    ``train.schedule[i].<key>`` and the valid values."""
+    _require(isinstance(raw, (list, tuple)), f"train.schedule={raw!r}: must be a list of phases, each "
+                                             "{until: <fraction of train.steps>, position: <scheme>, ...its options}")
+    phases: list[Phase] = []
+    for i, entry in enumerate(raw):
+        key = f"train.schedule[{i}]"
+        _require(isinstance(entry, dict), f"{key}={entry!r}: must map keys to values: until, position and "
+                                          "the scheme's options")
+        until = entry.get("until")
+        _require(isinstance(until, (int, float)) and not isinstance(until, bool) and math.isfinite(until) and 0 < until < 1,
+                 f"{key}.until={until!r}: must be a fraction of train.steps in (0, 1), the point where this phase ends")
+        _require(not phases or until > phases[-1].until,
+                 f"{key}.until={until!r}: must be above train.schedule[{i - 1}].until={phases[-1].until if phases else None!r}; "
+                 "the phases' until strictly increase")
+        first = switch_step(until, t["steps"])
+        last = switch_step(phases[-1].until, t["steps"]) if phases else 0
+        _require(last < first < t["steps"],
+                 f"{key}.until={until!r}: with train.steps={t['steps']} it ends at step {first}, leaving "
+                 f"{'the phase' if first <= last else 'the phase after it'} no step of training; valid: an until "
+                 f"that gives every phase at least one of the {t['steps']} steps")
+        if all(entry.get(change) is None for change in CHANGES):
+            check_keys(entry, PHASE_KEYS, prefix=f"{key}.", error=SpecError)
+            raise SpecError(f"{key}={entry!r} changes nothing; set {' or '.join(f'{key}.{c}' for c in CHANGES)}")
+        name = entry["position"]
+        _require(isinstance(name, str) and name in SCHEMES,
+                 f"{key}.position={name!r}: unknown position scheme; valid: {', '.join(sorted(SCHEMES))}")
+        cls = SCHEMES[name]
+        _require(not cls.data_dependent,
+                 f"{key}.position={name!r}: a scheme that reads the data (a module of its own per layer) cannot be an "
+                 f"earlier phase; valid: {', '.join(sorted(n for n, c in SCHEMES.items() if not c.data_dependent))}")
+        params = {k: v for k, v in entry.items() if k not in PHASE_KEYS}
+        check_keys(params, [*PHASE_KEYS, *(f.name for f in dataclasses.fields(cls.Config))], prefix=f"{key}.",
+                   where=f" (phase of scheme {name!r})", error=SpecError)
+        try:
+            cfg = build_config("position", name, cls.Config, typed(cls.Config, params, key))
+            cfg = cls.check(cfg, t["seq_len"], eval_lens, dims)
+        except SpecError:
+            raise
+        except (ValueError, TypeError) as err:
+            raise SpecError(f"{key} ({name}): {err}") from None
+        phases.append(Phase(until=float(until), position=name, position_cfg=cfg))
+    return tuple(phases)
+
+
+def _scheduled(layers: tuple[LayerSpec, ...], phases: tuple[Phase, ...], group: str) -> tuple[LayerSpec, ...]:
+    """``layers`` with each earlier phase's scheme on every layer whose scheme is the ``position``
+    group's (``group``, its name); a layer the pattern names with another scheme keeps its own."""
+    if not phases:
+        return layers
+    _require(any(layer.position == group for layer in layers),
+             f"train.schedule changes the scheme of the layers of the position group ({group}), and the pattern names "
+             "another scheme for every layer: the schedule would change nothing; valid: a pattern with a layer that "
+             "takes the position group's scheme")
+    earlier = tuple((p.position, p.position_cfg) for p in phases)
+    return tuple(dataclasses.replace(layer, earlier=earlier) if layer.position == group else layer for layer in layers)
+
+
 def _check_lengths(train_len: int, multiples: tuple[float, ...]) -> None:
     """Distinct eval multiples that give distinct eval lengths (a repeated length would store every
     row twice and count one run as two seeds), each at most ``LENGTH_MAX`` tokens."""
@@ -376,7 +453,11 @@ def build(cfg: DictConfig | dict, probe_tasks: bool = True) -> RunSpec:
         _check_shapes(m, t)
         _check_lengths(t["seq_len"], multiples)
         m["name"] = model_name(m)
-        layers = _checked_layers(cfg, m, t["seq_len"], tuple(eval_length(x, t["seq_len"]) for x in multiples))
+        eval_lens = tuple(eval_length(x, t["seq_len"]) for x in multiples)
+        layers = _checked_layers(cfg, m, t["seq_len"], eval_lens)
+        dims = Dims(m["d_model"], m["n_heads"], m["d_model"] // m["n_heads"], t["seq_len"])
+        schedule = _checked_schedule(t.pop("schedule", None) or [], t, dims, eval_lens)
+        layers = _scheduled(layers, schedule, str(cfg.position.name))
         tasks, taskset = resolve_tasks(cfg)
         sweep = _sweep_name(cfg)
         if probe_tasks:
@@ -387,7 +468,7 @@ def build(cfg: DictConfig | dict, probe_tasks: bool = True) -> RunSpec:
         raise SpecError(str(err)) from None
     model = _frozen_spec(ModelSpec, m, vocab_size=VOCAB_SIZE, train_len=t["seq_len"], pattern=cfg.pattern.name, layers=layers)
     ev = _frozen_spec(EvalSpec, e)
-    spec = RunSpec(model=model, train=_frozen_spec(TrainSpec, t), tasks=tasks, taskset=taskset, eval=ev, seed=int(cfg.seed),
+    spec = RunSpec(model=model, train=_frozen_spec(TrainSpec, t, schedule=schedule), tasks=tasks, taskset=taskset, eval=ev, seed=int(cfg.seed),
                    sweep=sweep, code=code_digest(**pieces_of({
                        "model": {"layers": [dataclasses.asdict(layer) for layer in layers]},
                        "tasks": [{"name": task.name} for task in tasks]})))

@@ -195,10 +195,13 @@ def code_digest(root: Path = ROOT, position: tuple = (), span: tuple = (), task:
 
 def pieces_of(spec: dict) -> dict[str, tuple[str, ...]]:
     """The piece names a run spec (``RunSpec.to_dict()`` form) uses, by kind. A position config's
-    ``base`` field names the scheme it wraps (``randomized``), which the run uses too."""
+    ``base`` field names the scheme it wraps (``randomized``), which the run uses too; a layer's
+    ``earlier`` schemes (a training schedule's earlier phases, DroPE's RoPE) are used as well."""
     layers = spec["model"]["layers"]
-    bases = {(layer.get("position_cfg") or {}).get("base") for layer in layers}
-    return {"position": tuple(sorted({layer["position"] for layer in layers} | {b for b in bases if isinstance(b, str)})),
+    schemes = [(layer["position"], layer.get("position_cfg")) for layer in layers]
+    schemes += [(name, cfg) for layer in layers for name, cfg in layer.get("earlier") or ()]
+    bases = {(cfg or {}).get("base") for _, cfg in schemes}
+    return {"position": tuple(sorted({name for name, _ in schemes} | {b for b in bases if isinstance(b, str)})),
             "span": tuple(sorted({layer["span"] for layer in layers})),
             "task": tuple(sorted({task["name"] for task in spec["tasks"]}))}
 

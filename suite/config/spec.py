@@ -26,6 +26,30 @@ EXAMPLES_MAX = 10 ** 6
 LOSS_ON = ("answer", "all")
 
 
+def switch_step(until: float, steps: int) -> int:
+    """The first step of the phase after one that ends at ``until`` (a fraction) of ``steps``."""
+    return int(round(until * steps))
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One earlier phase of a training schedule (``train.schedule``): it lasts until ``until``
+    of ``train.steps`` (a fraction in (0, 1); the phases' ``until`` strictly increase) and changes
+    what its keys set. ``position`` (with its scheme's options, ``position_cfg``, checked by the
+    scheme's own ``Config`` and ``check``): the scheme of every layer whose scheme is the run's
+    ``position`` group's; the run's own groups are the last phase, the one evaluated. A key a
+    later schedule needs (a shorter training length, ``seq_len``) is a field here, a name in
+    ``CHANGES`` and its use in the training loop."""
+
+    until: float
+    position: Optional[str] = None
+    position_cfg: Any = None  # the scheme's Config (suite.model.position), set with ``position``
+
+
+PHASE_KEYS = ("until", "position")  # what a phase's entry may set besides its scheme's options
+CHANGES = ("position",)  # the keys that change something; a phase must set at least one
+
+
 def eval_length(multiple: float, train_len: int) -> int:
     """The evaluation length at ``multiple`` x the training length, to the nearest token."""
     return int(round(multiple * train_len))
@@ -51,6 +75,20 @@ class TrainSpec:
     precision: str = option("fp32", choices=PRECISIONS)
     compile: bool = option(False, doc="torch.compile the model; needs one training length (min_len: null)")
     fused_optimizer: bool = option(False)
+    # a tuple of ``Phase`` once built; the config gives a list of mappings (``Any``: a phase's keys
+    # include its scheme's options, which the scheme's Config types)
+    schedule: tuple[Any, ...] = option((), doc="earlier phases of training, in order, each {until: the fraction of "
+                                               "train.steps it ends at, in (0, 1), position: a scheme, and that "
+                                               "scheme's options}; the position group is the last phase (DroPE: "
+                                               "[{until: 0.8, position: rope}] with position=drope)")
+
+    def switch_steps(self) -> tuple[int, ...]:
+        """The first step of each phase after the first, one per ``schedule`` entry."""
+        return tuple(switch_step(phase.until, self.steps) for phase in self.schedule)
+
+    def phase_at(self, step: int) -> int:
+        """The phase training step ``step`` (from 0) is in: 0 to len(schedule), the last the run's own."""
+        return sum(1 for first in self.switch_steps() if step >= first)
 
 
 @dataclass(frozen=True)

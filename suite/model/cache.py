@@ -82,7 +82,7 @@ PROBE_QUERIES = 8  # query positions the bias check looks at
 def length_invariant(model: nn.Module, length: int) -> bool:
     """Whether every position hook and span of ``model`` (a ``PosBenchLM``) gives the first
     ``length // 2`` positions the same values in a sequence of ``length // 2`` tokens as in one of
-    ``length``: then a cache filled over a shorter sequence stays exact up to ``length`` tokens.
+    ``length`` (q/k transforms, embeddings, biases, the per-query temperature, spans): then a cache filled over a shorter sequence stays exact up to ``length`` tokens.
     RoPE with dynamic eval-time scaling past its training length is not."""
     short = length // 2
     if short < 1:
@@ -94,11 +94,16 @@ def length_invariant(model: nn.Module, length: int) -> bool:
     emb_in = torch.randn(1, length, spec.d_model, generator=gen).to(device)  # (1, T, C)
     pos_q = pos[max(0, short - PROBE_QUERIES) : short]
     pairs = []
-    for scheme in model.schemes:
+    for scheme in model.active_schemes():  # those of the phase the model is set to (a schedule's last, once trained)
         q_short, k_short = scheme.qk(qk_in[..., :short, :], qk_in[..., :short, :], pos[:short], pos[:short])
         q_long, k_long = scheme.qk(qk_in[..., :short, :], qk_in, pos[:short], pos)
         pairs += [(q_short, q_long), (k_short, k_long[..., :short, :]),
                   (scheme.embed(emb_in[:, :short], pos[:short]), scheme.embed(emb_in, pos)[:, :short])]
+        temp_short, temp_long = scheme.temperature(pos[:short]), scheme.temperature(pos)  # (T, 1) or None
+        if (temp_short is None) != (temp_long is None):
+            return False
+        if temp_short is not None:  # a temperature read from the whole length (not the query's) moves the cache
+            pairs.append((temp_short, temp_long[:short]))
         bias_short, bias_long = scheme.bias(pos_q, pos[:short]), scheme.bias(pos_q, pos)
         if (bias_short is None) != (bias_long is None):
             return False

@@ -8,6 +8,12 @@ data-dependent scheme (FoX's forget gates, PaTH's transforms) also gives each of
 module of its own, which that layer's attention calls on the layer's input.
 The model never reads config: it receives a ``ModelSpec``.
 
+A schedule (a layer's scheme changes at a training step, ``LayerSpec.earlier``) is a phase index:
+the model builds every phase's scheme at once, so the optimizer holds all their parameters from
+step 0 and keeps their state across a switch, and each layer uses its scheme of the phase set
+with ``set_phase`` (the training loop sets it per step; a new model is in the last phase, the one
+it is evaluated with). Only the schemes of the set phase act, on the embeddings as in the layers.
+
 Decoding runs this same forward with a ``KVCache`` (``suite.model.cache``): the tokens are the
 positions after the cached ones, and every layer attends to its cached keys as well.
 """
@@ -50,9 +56,10 @@ class SwiGLU(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, spec: ModelSpec, scheme_index: int, span, signal: nn.Module | None = None):
+    def __init__(self, spec: ModelSpec, phase_schemes: tuple[int, ...], span, signal: nn.Module | None = None):
         super().__init__()
-        self.scheme_index = scheme_index
+        self.phase_schemes = phase_schemes  # the model's scheme index for each phase, the last phase's last
+        self.scheme_index = phase_schemes[-1]
         self.span = span
         self.attn_norm = RMSNorm(spec.d_model, spec.norm_eps)
         self.attn = Attention(spec.d_model, spec.n_heads, spec.n_layers, signal)
@@ -69,23 +76,46 @@ class PosBenchLM(nn.Module):
         super().__init__()
         self.spec = spec
         dims = Dims(spec.d_model, spec.n_heads, spec.head_dim, spec.train_len)
-        distinct = list(dict.fromkeys((layer.position, layer.position_cfg) for layer in spec.layers))
+        self.n_phases = 1 + max(len(layer.earlier) for layer in spec.layers)
+        if any(len(layer.earlier) not in (0, self.n_phases - 1) for layer in spec.layers):
+            raise ValueError(f"every layer with earlier schemes needs one per earlier phase ({self.n_phases - 1}); "
+                             f"got {[len(layer.earlier) for layer in spec.layers]}")
+        # the last phase's schemes first (in layer order, as a model without a schedule holds them), then
+        # those only an earlier phase uses
+        distinct = list(dict.fromkeys([(layer.position, layer.position_cfg) for layer in spec.layers]
+                                      + [s for layer in spec.layers for s in layer.earlier]))
         self.schemes = nn.ModuleList(SCHEMES[name](cfg, dims) for name, cfg in distinct)
         self.embed = nn.Embedding(spec.vocab_size, spec.d_model)
         init_normal_(self.embed.weight)  # GPT-2 scale: layer outputs matter from step one
-        index = [distinct.index((layer.position, layer.position_cfg)) for layer in spec.layers]
-        # a data-dependent scheme gives each of its layers a signal module of its own
+        index = [tuple(distinct.index(s) for s in (layer.phases if layer.earlier else (layer.phases[-1],) * self.n_phases))
+                 for layer in spec.layers]
+        # a data-dependent scheme gives each of its layers a signal module of its own (the last
+        # phase's: the configuration refuses a data-dependent scheme in an earlier phase)
         self.blocks = nn.ModuleList(
-            Block(spec, i, SPANS[layer.span](layer.span_cfg), self.schemes[i].signal())
+            Block(spec, i, SPANS[layer.span](layer.span_cfg), self.schemes[i[-1]].signal())
             for i, layer in zip(index, spec.layers)
         )
+        # per phase, the schemes its layers use, in the model's order: they alone embed
+        self._active = [sorted({block.phase_schemes[k] for block in self.blocks}) for k in range(self.n_phases)]
+        self.phase = self.n_phases - 1
         self.norm = RMSNorm(spec.d_model, spec.norm_eps)
         self.head = nn.Linear(spec.d_model, spec.vocab_size, bias=False)
         init_normal_(self.head.weight)
 
+    def set_phase(self, phase: int) -> None:
+        """Use each layer's scheme of schedule phase ``phase`` (0 to ``n_phases - 1``, the last the
+        evaluated one) from the next forward on."""
+        if not 0 <= phase < self.n_phases:
+            raise ValueError(f"phase {phase}: this model has phases 0 to {self.n_phases - 1}")
+        self.phase = phase
+
+    def active_schemes(self) -> list[PositionScheme]:
+        """The schemes the layers use in the set phase, in the model's order."""
+        return [self.schemes[i] for i in self._active[self.phase]]
+
     def max_length(self) -> int | None:
-        """Longest input every scheme can represent (None: unbounded)."""
-        limits = [m for s in self.schemes if (m := s.max_length()) is not None]
+        """Longest input every scheme of the set phase can represent (None: unbounded)."""
+        limits = [m for s in self.active_schemes() if (m := s.max_length()) is not None]
         return min(limits) if limits else None
 
     def forward(self, tokens: torch.Tensor, ctx: Context | None = None, cache: KVCache | None = None) -> torch.Tensor:
@@ -101,10 +131,10 @@ class PosBenchLM(nn.Module):
         elif ctx is None:
             ctx = Context(pos=torch.arange(T, device=tokens.device), impl=self.spec.attention)
         x = self.embed(tokens)  # (B, T, C)
-        for scheme in self.schemes:
+        for scheme in self.active_schemes():
             x = scheme.embed(x, ctx.pos)
         for i, block in enumerate(self.blocks):
-            x = block(x, self.schemes[block.scheme_index], ctx, None if cache is None else cache.layers[i])
+            x = block(x, self.schemes[block.phase_schemes[self.phase]], ctx, None if cache is None else cache.layers[i])
         return self.head(self.norm(x))
 
     @torch.no_grad()

@@ -1,5 +1,12 @@
 """What the model is built from: a frozen ``ModelSpec`` of per-layer ``LayerSpec``s.
 
+A layer whose position scheme changes during training (a schedule, ``train.schedule``: DroPE
+trains with RoPE, then without) lists the schemes of the schedule's earlier phases in ``earlier``,
+one per phase in order; its ``position`` is the last phase's, the one it is evaluated with. The
+model holds every phase's scheme from the start and uses the one of the phase it is set to
+(``PosBenchLM.set_phase``); which phase a training step is in is the recipe's
+(``suite.config.spec.TrainSpec.phase_at``).
+
 The model never reads config; the configuration stage (``suite/config/build.py``) builds this
 spec. The size options are declared here once, with their rules (``suite.options.option``); the
 Hydra schema's ``model`` group is derived from them (``suite/config/schema.py``).
@@ -25,6 +32,14 @@ class LayerSpec:
     position_cfg: PositionConfig
     span: str
     span_cfg: SpanConfig
+    # (scheme name, its config) of each earlier phase of a schedule, in order; () for a layer whose
+    # scheme never changes. Its default keeps the id of every run without a schedule.
+    earlier: tuple[tuple[str, PositionConfig], ...] = ()
+
+    @property
+    def phases(self) -> tuple[tuple[str, PositionConfig], ...]:
+        """(name, config) of this layer's scheme in every phase, the last phase's (its own) last."""
+        return (*self.earlier, (self.position, self.position_cfg))
 
     @property
     def span_kind(self) -> Optional[str]:

@@ -18,7 +18,8 @@ SKIP = ("seed", "sweep")  # the one thing runs in a cell may differ in, and the 
 
 def flatten(spec: dict) -> dict[str, Any]:
     """A run spec as dotted keys: ``train.steps``, ``position.theta``, ``span.window``,
-    ``task.copy.eos``, ``eval.multiples``. Per-layer settings are merged over the layers (one value
+    ``task.copy.eos``, ``eval.multiples``; a training schedule as ``train.schedule`` ('rope@0.8',
+    ``schedule_text``) and each phase's scheme options (``train.schedule[0].theta``). Per-layer settings are merged over the layers (one value
     when every layer agrees, else the distinct values joined by '/')."""
     out: dict[str, Any] = {}
     for section, value in spec.items():
@@ -40,7 +41,11 @@ def flatten(spec: dict) -> dict[str, Any]:
                     out[f"task.{task['name']}.{key}"] = v
         elif isinstance(value, dict):
             for key, v in value.items():
-                out[f"{section}.{key}"] = v
+                out[f"{section}.{key}"] = schedule_text(v) if (section, key) == ("train", "schedule") else v
+                if (section, key) == ("train", "schedule") and isinstance(v, list):
+                    for i, phase in enumerate(v):
+                        for option, x in ((phase.get("position_cfg") or {}) if isinstance(phase, dict) else {}).items():
+                            out[f"train.schedule[{i}].{option}"] = x
         else:
             out[section] = value
     for key, v in list(out.items()):
@@ -48,6 +53,15 @@ def flatten(spec: dict) -> dict[str, Any]:
             distinct = list(dict.fromkeys(json.dumps(x) for x in v))
             out[key] = json.loads(distinct[0]) if len(distinct) == 1 else "/".join(str(json.loads(x)) for x in distinct)
     return out
+
+
+def schedule_text(phases) -> str:
+    """A stored training schedule (``train.schedule``, a list of phases) as 'rope@0.8': each earlier
+    phase's scheme and the fraction of the steps it ends at, in order, joined by '>'. A phase's
+    scheme options are keys of their own (``train.schedule[0].theta``, ``flatten``)."""
+    if not isinstance(phases, (list, tuple)):
+        return str(phases)
+    return ">".join(f"{p.get('position')}@{_show(p.get('until'))}" if isinstance(p, dict) else str(p) for p in phases)
 
 
 def _short(keys: list[str]) -> dict[str, str]:

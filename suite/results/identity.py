@@ -32,6 +32,16 @@ def span_columns(layers) -> dict:
     return {kind: min((layer.span_size for layer in layers if layer.span_kind == kind), default=None) for kind in KINDS}
 
 
+def positions_label(spec: RunSpec) -> str:
+    """The layers' schemes, 'rope+nope'; with a training schedule, each phase's, the fraction of the
+    steps where the next begins after it: 'rope>drope@0.8' (RoPE, then DroPE from 0.8 of the steps)."""
+    layers = spec.model.layers
+    label = _joined(layer.phases[0][0] for layer in layers)
+    for k, phase in enumerate(spec.train.schedule, start=1):
+        label += f">{_joined(layer.phases[k][0] if layer.earlier else layer.position for layer in layers)}@{phase.until:g}"
+    return label
+
+
 def run_columns(spec: RunSpec) -> dict:
     """The per-run columns of every result row."""
     m = spec.model
@@ -39,13 +49,15 @@ def run_columns(spec: RunSpec) -> dict:
         "run_id": run_id(spec), "sweep": spec.sweep, "spec_hash": spec.run_id, "config_hash": spec.config_hash,
         "code_digest": spec.code, "git_sha": git_sha(),
         "seed": spec.seed, "model": m.name, "n_layers": m.n_layers, "d_model": m.d_model, "n_heads": m.n_heads,
-        "pattern": m.pattern, "positions": _joined(layer.position for layer in m.layers),
+        "pattern": m.pattern, "positions": positions_label(spec),
         "spans": _joined(layer.span for layer in m.layers), **span_columns(m.layers),
         "train_len": spec.train.seq_len, "steps": spec.train.steps,
     }
 
 
 def run_id(spec: RunSpec) -> str:
-    """Readable and unique: '<positions>-<pattern>-<task or task set>-s<seed>-<spec hash>'."""
-    positions = _joined(layer.position for layer in spec.model.layers)
-    return f"{positions}-{spec.model.pattern}-{spec.taskset}-s{spec.seed}-{spec.run_id}"
+    """Readable and unique: '<positions>-<pattern>-<task or task set>-s<seed>-<spec hash>', the
+    positions with their schedule (``positions_label``) written with '~' for '>', since a run id
+    is a file name and a command-line argument ('rope~drope@0.8': '>' redirects in a shell and
+    Windows refuses it in a name)."""
+    return f"{positions_label(spec).replace('>', '~')}-{spec.model.pattern}-{spec.taskset}-s{spec.seed}-{spec.run_id}"

@@ -74,10 +74,12 @@ def share(batch_size: int) -> slice:
 
 
 def wrap(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
-    """DistributedDataParallel around ``model`` when running under torchrun, else ``model``."""
+    """DistributedDataParallel around ``model`` when running under torchrun, else ``model``. A model
+    with a training schedule (``n_phases`` > 1) leaves the parameters of the schemes of other phases
+    without gradients, which DDP must be told to expect."""
     if not active():
         return model
     from torch.nn.parallel import DistributedDataParallel
 
     ids = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else None
-    return DistributedDataParallel(model, device_ids=ids)
+    return DistributedDataParallel(model, device_ids=ids, find_unused_parameters=getattr(model, "n_phases", 1) > 1)

@@ -2,7 +2,10 @@
 
 Batches are generated from the task with a generator seeded by (seed, step), so a run resumed
 from a checkpoint sees exactly the batches it would have seen, and the same seed gives the
-same metrics on the CPU. The GPU recipe adds bf16 autocast, ``torch.compile`` and fused AdamW;
+same metrics on the CPU. A schedule (``train.schedule``) sets the model's phase from the step
+before each one (``TrainSpec.phase_at``), so a resumed run switches where an uninterrupted one
+does; the model holds every phase's parameters and the optimizer their state throughout, and
+training ends in the last phase, the one evaluated. The GPU recipe adds bf16 autocast, ``torch.compile`` and fused AdamW;
 it refuses to start on a machine without CUDA.
 """
 from __future__ import annotations
@@ -169,6 +172,8 @@ def train(
     run = _setup(model, spec, ckpt_path)
     meter = _Meter(spec, run.start, run.spent, progress, log)
     for step in meter.bar:
+        if t.schedule:
+            model.set_phase(t.phase_at(step))
         tokens, mask, scored, seconds = _batch(spec, tasks, step, run)
         meter.batch_s += seconds
         _set_lr(run.optimizer, spec, step)
@@ -177,6 +182,7 @@ def train(
                          denominator=scored / run.n_procs, autocast=run.autocast, reduce=distributed.mean,
                          check=logged or run.device.type == "cpu")  # no host sync on a GPU between log steps
         if out.stopped:
+            _last_phase(model, spec)
             return meter.result("diverged", step, out.loss_value)
         meter.tokens_seen += tokens.numel() * run.n_procs
         if logged:
@@ -186,4 +192,11 @@ def train(
         if ckpt_path is not None and ckpt_every and (step + 1) % ckpt_every == 0 and step + 1 < t.steps \
                 and distributed.is_main():
             save_checkpoint(ckpt_path, model, run.optimizer, step + 1, spec.run_id, meter.spent())
+    _last_phase(model, spec)
     return meter.result("ok", t.steps, meter.loss_value)
+
+
+def _last_phase(model, spec: RunSpec) -> None:
+    """A scheduled model back in its last phase, the one it is evaluated with."""
+    if spec.train.schedule:
+        model.set_phase(len(spec.train.schedule))
