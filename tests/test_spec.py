@@ -183,7 +183,7 @@ def test_inspect_json_lists_every_layer():
     rows = json.loads(out.stdout)
     assert [r["layer"] for r in rows] == list(range(8))
     assert set(rows[0]) >= {"layer", "position", "span", "window", "chunk"}
-    assert rows[3] == {"layer": 3, "position": "nope", "span": "full", "window": None, "chunk": None, "log_scale": False}
+    assert rows[3] == {"layer": 3, "position": "nope", "span": "full", "mixer": "attention", "window": None, "chunk": None, "log_scale": False}
     assert rows[4]["position"] == "rope" and rows[4]["span"] == "swa" and (rows[4]["window"], rows[4]["chunk"]) == (16, None)
 
 
