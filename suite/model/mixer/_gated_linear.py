@@ -22,8 +22,8 @@ Choices at this scale, and where they depart from the references:
   has twice as many value heads as key heads; FLA widens values by ``expand_v=2``). The layer has
   5 C^2 projection weights (q, k, v, the output gate, the output) against attention's 4 C^2, plus
   2 H per token-gate row and 3 C K for the convolution: the output gate is the one extra matrix.
-* one fused q/k/v projection and separate gate projections, where Qwen3-Next fuses q, k, v, z and
-  then b, a: the same maps, laid out as ``Attention`` lays out its own.
+* one projection for q, k, v and one for the output gate z, the decay's input a and beta's
+  logit b, where Qwen3-Next fuses q, k, v, z and then b, a: the same maps, in other rows.
 * initialization: projections GPT-2's normal(0, 0.02), the output one scaled by depth as in every
   layer here (``suite.model.init``); ``A`` uniform in [1, 16] and ``dt_bias`` the inverse softplus
   of a ``dt`` log-uniform in [0.001, 0.1], as FLA's layer (transformers copies them from the
@@ -58,6 +58,7 @@ from torch import nn
 from suite.model.cache import LayerCache
 from suite.model.init import init_normal_
 from suite.model.mixer.base import Mixer, MixerConfig
+from suite.model.position.base import at_least_float32
 from suite.options import option
 
 CHUNK_MAX = 1024  # the chunk's (C, C) matrices per head grow with its square
@@ -151,27 +152,26 @@ class GatedLinear(nn.Module):
         self.head_dim = d_model // n_heads
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
         self.conv = nn.Parameter(torch.empty(3 * d_model, 1, cfg.conv_size))  # depthwise, causal
-        self.gate = nn.Linear(d_model, d_model, bias=False)  # the output gate z
-        self.decay = nn.Linear(d_model, n_heads, bias=False)  # a(x)
-        self.step = nn.Linear(d_model, n_heads, bias=False) if rule.uses_beta else None  # beta's logit
+        # the output gate z (C), the decay's input a (H) and, for a rule with beta, its logit b (H)
+        self.splits = [d_model, n_heads] + ([n_heads] if rule.uses_beta else [])
+        self.zab = nn.Linear(d_model, sum(self.splits), bias=False)
         self.A_log = nn.Parameter(torch.log(torch.empty(n_heads).uniform_(1.0, 16.0)))
         dt = torch.exp(torch.empty(n_heads).uniform_(math.log(1e-3), math.log(1e-1))).clamp(min=1e-4)
         self.dt_bias = nn.Parameter(inverse_softplus(dt))
         self.norm = nn.Parameter(torch.ones(self.head_dim))
         self.out = nn.Linear(d_model, d_model, bias=False)
-        for lin in (self.qkv, self.gate, self.decay, self.step):
-            if lin is not None:
-                init_normal_(lin.weight)
+        for lin in (self.qkv, self.zab):
+            init_normal_(lin.weight)
         init_normal_(self.out.weight, residual_layers=n_layers)
         bound = 1 / math.sqrt(cfg.conv_size)
         nn.init.uniform_(self.conv, -bound, bound)
 
-    def gates(self, x):
-        """(log decays g, beta or None), each (B, H, T), in at least float32."""
-        a = self.decay(x).float().transpose(1, 2)  # (B, H, T)
-        g = -torch.exp(self.A_log.float())[:, None] * F.softplus(a + self.dt_bias.float()[:, None])
-        beta = None if self.step is None else torch.sigmoid(self.step(x).float().transpose(1, 2))
-        return g, beta
+    def gates(self, a, b=None):
+        """(log decays g, beta or None), each (B, H, T), in at least float32, from the projections
+        a and b (B, T, H)."""
+        g = -torch.exp(at_least_float32(self.A_log)) * F.softplus(at_least_float32(a) + at_least_float32(self.dt_bias))
+        beta = None if b is None else torch.sigmoid(at_least_float32(b))
+        return g.transpose(1, 2), None if beta is None else beta.transpose(1, 2)
 
     def forward(self, x, scheme=None, span=None, ctx=None, cache: Optional[LayerCache] = None):
         """x (B, T, C) -> (B, T, C); the scheme, span and context an attention layer takes are not
@@ -186,12 +186,15 @@ class GatedLinear(nn.Module):
             before = mixed.new_zeros(B, K - 1, 3 * C)  # causal padding: nothing before the first token
         padded = torch.cat((before, mixed), dim=1)  # (B, K - 1 + T, 3C)
         conv = F.silu(F.conv1d(padded.transpose(1, 2), self.conv, groups=3 * C)).transpose(1, 2)  # (B, T, 3C)
-        q, k, v = conv.view(B, T, 3, H, D).permute(2, 0, 3, 1, 4)  # (B, H, T, D)
+        q, k, v = conv.reshape(B, T, 3, H, D).permute(2, 0, 3, 1, 4)  # (B, H, T, D)
         dtype = q.dtype
-        q, k, v = (t if t.dtype in (torch.float32, torch.float64) else t.float() for t in (q, k, v))
+        q, k, v = (at_least_float32(t) for t in (q, k, v))
         q = F.normalize(q, dim=-1, eps=1e-6) / math.sqrt(D)
         k = F.normalize(k, dim=-1, eps=1e-6)
-        g, beta = self.gates(x)
+        # z, a and b share one projection, as Qwen3-Next's: besides, a compiled backward (aot_eager,
+        # torch 2.13) fails to view the transposed gradient of a projection of a alone
+        z, *ab = self.zab(x).split(self.splits, dim=-1)
+        g, beta = self.gates(*ab)
         g, beta = g.to(q.dtype), None if beta is None else beta.to(q.dtype)
         state = None if cache is None else cache.state
         if cache is not None and T == 1:
@@ -201,7 +204,7 @@ class GatedLinear(nn.Module):
         if cache is not None:
             cache.advance(state, padded[:, padded.shape[1] - (K - 1):], T)
         o = F.rms_norm(o.to(dtype), (D,), self.norm, 1e-5)  # (B, H, T, D), per head
-        z = self.gate(x).view(B, T, H, D).transpose(1, 2)
+        z = z.reshape(B, T, H, D).transpose(1, 2)
         return self.out((o * F.silu(z)).transpose(1, 2).reshape(B, T, C))
 
 
