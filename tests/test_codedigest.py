@@ -57,7 +57,7 @@ def test_a_run_spec_carries_the_digest_of_what_it_uses():
     files = {f.relative_to(ROOT).as_posix() for f in numeric_files(position=["rope"], span=["swa"], task=["vt"])}
     assert {"suite/model/lm.py", "suite/training/loop.py", "suite/model/position/rope.py", "suite/model/span/swa.py", "tasks/vt.py"} <= files
     assert not files & {"suite/model/position/alibi.py", "suite/model/span/chunked.py", "tasks/copy.py", "suite/report/tables.py"}
-    assert spec.code == code_digest(position=("rope",), span=("swa",), task=("vt",)) == _digest(ROOT, spec)
+    assert spec.code == code_digest(position=("rope",), span=("swa",), task=("vt",), mixer=("attention",)) == _digest(ROOT, spec)
 
 
 def test_a_changed_core_file_changes_every_run_id(tree, monkeypatch):
@@ -112,7 +112,7 @@ def test_an_edit_to_a_parent_task_changes_the_eval_set_id_of_every_task_that_inh
     assert all(ids(tree)[name] != after[name] for name in TASKS)
 
 
-RUN = {"position": ("rope",), "span": ("full",), "task": ("copy",)}
+RUN = {"position": ("rope",), "span": ("full",), "task": ("copy",), "mixer": ("attention",)}
 PROBE = "\n_digest_probe = 1\n"  # a statement, not only a comment: the module's code changes
 
 
@@ -186,8 +186,9 @@ def test_what_a_run_calls_to_compute_its_numbers_is_hashed():
 
 def test_every_module_a_run_loads_is_hashed_or_excluded_by_name(tmp_path):
     """A two-step run in a fresh process: every project module it has loaded when it is done is a
-    numeric file of the run, a piece the registries import (each run hashes the ones it uses), or
-    a module the exclusion list names. So nothing the run imports, however it imports it, is left
+    numeric file of the run, a piece the registries import or a module such a piece imports (each
+    run hashes the ones it uses: the gated linear mixers' shared layer), or a module the exclusion
+    list names. So nothing the run imports, however it imports it, is left
     out of the digest by accident.
 
     Mutation checks: numeric_files dropping one file of the closure (``[...][1:]``: the package
@@ -207,7 +208,7 @@ def test_every_module_a_run_loads_is_hashed_or_excluded_by_name(tmp_path):
                          timeout=300, env={**__import__("os").environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
     assert out.returncode == 0, out.stderr[-3000:]
     loaded = {f for f in json.loads(out.stdout.splitlines()[-1]) if f.startswith((str(ROOT / "suite"), str(ROOT / "tasks")))}
-    pieces = {str(f) for f in codedigest.catalogue()[0].values()}
+    pieces = {str(f) for f in codedigest._closure(codedigest.catalogue()[0].values(), ROOT)}
     allowed = {str(f) for f in numeric_files(**RUN)} | pieces
     stray = sorted(f for f in loaded - allowed if not is_excluded(codedigest.Path(f)))
     assert "suite/evaluation/evaluate.py" in {f[len(str(ROOT)) + 1:] for f in loaded}  # the run did evaluate

@@ -37,6 +37,8 @@ MORE = {
     "nope log_scale swa": ["position=nope", "position.log_scale=true", "span=swa", "span.window=4"],
     "rope_in_swa": ["pattern=rope_in_swa", "pattern.window=4"],
     "llama4": ["pattern=llama4", "pattern.chunk=4", "model.n_layers=4"],
+    "qwen3_next": ["pattern=qwen3_next", "pattern.chunk_size=4", "model.n_layers=4"],  # gated delta state cache
+    "gla_nope": ["pattern=gla_nope", "pattern.chunk_size=4"],
 }
 CASES = {f"{scheme} {span}": [f"position={scheme}", *overrides] for scheme in SCHEMES for span, overrides in SPANS.items()}
 CASES.update(MORE)

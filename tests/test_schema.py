@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 from suite.config import schema
 from suite.config.compose import CONF_DIR, compose_config
 from suite.model.position import SCHEMES
+from suite.model.mixer import MIXERS
 from suite.model.span import SPANS
 from suite.config.build import SpecError, build
 from tasks import TASKS
@@ -119,14 +120,15 @@ def test_a_pattern_sizes_its_span_layers_with_the_spans_own_options():
     class Strided:
         Config = StrideConfig
 
-    own = {k: t for cls in SPANS.values() for k, t in typing.get_type_hints(cls.Config).items()}
+    own = {k: t for cls in [*SPANS.values(), *MIXERS.values()] for k, t in typing.get_type_hints(cls.Config).items()}
     sizes = {f.name: f for f in dataclasses.fields(schema.PatternConf) if f.name not in ("name", "layers")}
-    assert set(sizes) == set(own) == {"window", "chunk"}
+    assert set(sizes) == set(own) == {"window", "chunk", "chunk_size", "conv_size"}  # a mixer's options too
     assert all(sizes[k].default is None and sizes[k].type == Optional[own[k]] for k in own)
     assert "stride" in {f.name for f in dataclasses.fields(schema.pattern_conf({**SPANS, "strided": Strided}))}
     source = (CONF_DIR.parent / "suite" / "config" / "schema.py").read_text()
     assert not re.search(r"^\s+(window|chunk)\s*:", source, re.MULTILINE)
     assert compose_config(["pattern=command_a", "pattern.window=8"]).pattern.window == 8
+    assert compose_config(["pattern=qwen3_next", "pattern.chunk_size=16"]).pattern.chunk_size == 16
 
 
 def test_the_composed_config_carries_the_schema_defaults():

@@ -183,7 +183,7 @@ def test_inspect_json_lists_every_layer():
     rows = json.loads(out.stdout)
     assert [r["layer"] for r in rows] == list(range(8))
     assert set(rows[0]) >= {"layer", "position", "span", "window", "chunk"}
-    assert rows[3] == {"layer": 3, "position": "nope", "span": "full", "window": None, "chunk": None, "log_scale": False}
+    assert rows[3] == {"layer": 3, "position": "nope", "span": "full", "mixer": "attention", "window": None, "chunk": None, "log_scale": False}
     assert rows[4]["position"] == "rope" and rows[4]["span"] == "swa" and (rows[4]["window"], rows[4]["chunk"]) == (16, None)
 
 
@@ -295,7 +295,7 @@ def _unknown_key_error(case: str) -> Exception:
     ("group", "unknown key(s) ['train.stpes']; valid: train.batch_size, train.betas, "),
     ("top", "unknown key(s) ['colour']; valid: ckpt_every, eval, jobs, log_every, logger, model, "),
     ("piece", "unknown key(s) ['position.slope']; valid: position.drop_low, position.factor, "),
-    ("layer-kind", "unknown layer-kind key(s) ['colour'] in pattern 'mine'; valid: log_scale, position, span"),
+    ("layer-kind", "unknown layer-kind key(s) ['colour'] in pattern 'mine'; valid: log_scale, mixer, position, span"),
     ("model-spec", "unknown model spec key(s) ['colour']; valid: attention, "),
     ("run-spec", "unknown run spec key(s) ['colour']; valid: code, "),
     ("config", "unknown span key(s) ['colour'] for 'swa'; valid: window"),

@@ -3,7 +3,8 @@
 Builds the model a config describes, freshly initialized with its seed (or, with ``--stored``,
 the trained weights of that run from ``results/<sweep>/_work/<run_id>/model.pt``), runs the
 diagnostics on its evaluation examples at the training length and prints, per layer, the
-recency gap f(1) - f(L) of the hidden states at each site and of the attention logits.
+recency gap f(1) - f(L) of the hidden states at each site and of the attention logits. A layer
+whose mixer is a gated linear recurrence has no attention logits: its logits cell says so.
 """
 from __future__ import annotations
 
@@ -67,9 +68,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.commands.di
     print(f"recency gap f(1) - f({far}) at {stage}, {len(examples)} {task_name} examples of {spec.train.seq_len} tokens")
     columns = [*SITES, "logits"]
     print(f"{'layer':>5} {'kind':<20}" + "".join(f"{c:>11}" for c in columns))
-    # 'masked': the far lag lies outside the layer's window or chunk, so it has no logit there
+    # 'masked': the far lag lies outside the layer's window or chunk, so it has no logit there;
+    # 'no softmax': the layer's mixer is a gated linear recurrence, which has no attention logits
     for i, layer in enumerate(spec.model.layers):
-        cells = [f"{gaps[i][c]:>11.3f}" if gaps[i][c] == gaps[i][c] else f"{'masked':>11}" for c in columns]
+        cells = [f"{'no softmax':>11}" if c not in gaps[i] else
+                 f"{gaps[i][c]:>11.3f}" if gaps[i][c] == gaps[i][c] else f"{'masked':>11}" for c in columns]
         print(f"{i:>5} {layer_kind(layer):<20}" + "".join(cells))
     return 0
 

@@ -23,6 +23,7 @@ from suite.config.codedigest import code_digest, pieces_of
 from suite.config.compose import CONF_DIR
 from suite.config.spec import CHANGES, PHASE_KEYS, EvalSpec, Phase, RunSpec, TaskSpec, TrainSpec, eval_length, switch_step
 from suite.files import sweep_name_problem
+from suite.model.mixer import MIXERS
 from suite.model.position import SCHEMES
 from suite.model.span import SPANS
 from suite.model.position.base import Dims
@@ -84,6 +85,11 @@ def _span_config(name: str, params: dict, prefix: str = "span"):
     return build_config("span", name, cls.Config, typed(cls.Config, params, prefix))
 
 
+def _mixer_config(name: str, params: dict, prefix: str = "pattern"):
+    cls = lookup("mixer", name, MIXERS)
+    return build_config("mixer", name, cls.Config, typed(cls.Config, params, prefix))
+
+
 def _frozen(value):
     """JSON lists back to tuples, so rebuilt configs hash like the originals."""
     return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
@@ -98,9 +104,12 @@ def model_spec_from_dict(d: dict) -> ModelSpec:
     layers = []
     for layer in d["layers"]:
         check_keys(layer, (f.name for f in dataclasses.fields(LayerSpec)), "layer spec")
-        layers.append(LayerSpec(layer["position"], scheme(layer["position"], layer["position_cfg"]),
-                                layer["span"], _span_config(layer["span"], {k: _frozen(v) for k, v in layer["span_cfg"].items()}),
-                                tuple((name, scheme(name, cfg)) for name, cfg in layer.get("earlier", ()))))
+        mixer = layer.get("mixer", "attention")  # a spec stored before mixers has attention only
+        layers.append(LayerSpec(
+            layer["position"], scheme(layer["position"], layer["position_cfg"]),
+            layer["span"], _span_config(layer["span"], {k: _frozen(v) for k, v in layer["span_cfg"].items()}),
+            earlier=tuple((name, scheme(name, cfg)) for name, cfg in layer.get("earlier", ())),
+            mixer=mixer, mixer_cfg=_mixer_config(mixer, {k: _frozen(v) for k, v in (layer.get("mixer_cfg") or {}).items()}, "mixer")))
     return ModelSpec(**{**d, "layers": tuple(layers)})
 
 
@@ -130,9 +139,9 @@ def run_spec_from_dict(d: dict) -> RunSpec:
 
 
 def _check_pattern_sizes(pattern: dict) -> None:
-    """Each span option the pattern sets (``pattern.window``) passes the span's own check, even
-    when the pattern has no layer of that span."""
-    for s_name, s_cls in sorted(SPANS.items()):
+    """Each span or mixer option the pattern sets (``pattern.window``, ``pattern.chunk_size``)
+    passes the piece's own check, even when the pattern has no layer of that span or mixer."""
+    for s_name, s_cls in [*sorted(SPANS.items()), *sorted(MIXERS.items())]:
         for f in dataclasses.fields(s_cls.Config):
             if pattern.get(f.name) is not None:
                 try:
@@ -144,9 +153,12 @@ def _check_pattern_sizes(pattern: dict) -> None:
 def resolve_layers(position: dict, span: dict, pattern: dict, n_layers: int) -> tuple[LayerSpec, ...]:
     """Tile the pattern's layer kinds over the depth.
 
-    A layer kind may name a position scheme, a span and ``log_scale``; what it leaves out comes
-    from the ``position`` and ``span`` groups. A named scheme or span takes the group's
-    parameters when the names match, else its defaults, with the pattern's ``window``/``chunk``.
+    A layer kind may name a position scheme, a span, ``log_scale`` and a token mixer; what it
+    leaves out comes from the ``position`` and ``span`` groups, and its mixer is softmax attention.
+    A named scheme or span takes the group's parameters when the names match, else its defaults,
+    with the pattern's ``window``/``chunk``; a mixer takes the pattern's options of its ``Config``
+    (``chunk_size``). A mixer refuses a scheme or span it cannot take (a gated linear layer takes
+    NoPE and the full span only), naming the layer and the valid choices.
     """
     _check_pattern_sizes(pattern)
     position, span = dict(position), dict(span)
@@ -171,13 +183,19 @@ def resolve_layers(position: dict, span: dict, pattern: dict, n_layers: int) -> 
             f"pattern.{k}={from_pattern[k]} and span.{k}={span.get(k)} both size the {s_name} layers of pattern "
             f"{pattern.get('name')!r}: set one of them (a pattern's {k} sizes its {s_name} layers unless the span "
             f"group is {s_name} too, and then the two must agree)" for k in clash))
+        m_name = kind.get("mixer") or "attention"
         try:
-            layers.append(LayerSpec(p_name, _scheme_config(p_name, p_params, "position" if p_name == pos_name else "pattern"),
-                                    s_name, _span_config(s_name, s_params, s_prefix)))
+            m_cls = lookup("mixer", m_name, MIXERS)
+            m_params = {k: pattern[k] for k in (f.name for f in dataclasses.fields(m_cls.Config)) if pattern.get(k) is not None}
+            p_cfg = _scheme_config(p_name, p_params, "position" if p_name == pos_name else "pattern")
+            m_cls.check_layer(p_name, p_cfg, s_name)
+            layers.append(LayerSpec(p_name, p_cfg, s_name, _span_config(s_name, s_params, s_prefix),
+                                    mixer=m_name, mixer_cfg=_mixer_config(m_name, m_params)))
         except SpecError:
             raise
         except (ValueError, TypeError) as err:
-            raise SpecError(f"layer {i} ({p_name}, {s_name}) of pattern {pattern.get('name')!r}: {err}") from None
+            where = f"{p_name}, {s_name}" + ("" if m_name == "attention" else f", {m_name}")
+            raise SpecError(f"layer {i} ({where}) of pattern {pattern.get('name')!r}: {err}") from None
     return tuple(layers)
 
 
@@ -389,12 +407,13 @@ def _scheduled(layers: tuple[LayerSpec, ...], phases: tuple[Phase, ...], group: 
     group's (``group``, its name); a layer the pattern names with another scheme keeps its own."""
     if not phases:
         return layers
-    _require(any(layer.position == group for layer in layers),
+    _require(any(layer.position == group and layer.softmax for layer in layers),
              f"train.schedule changes the scheme of the layers of the position group ({group}), and the pattern names "
              "another scheme for every layer: the schedule would change nothing; valid: a pattern with a layer that "
              "takes the position group's scheme")
     earlier = tuple((p.position, p.position_cfg) for p in phases)
-    return tuple(dataclasses.replace(layer, earlier=earlier) if layer.position == group else layer for layer in layers)
+    return tuple(dataclasses.replace(layer, earlier=earlier) if layer.position == group and layer.softmax else layer
+                 for layer in layers)
 
 
 def _check_lengths(train_len: int, multiples: tuple[float, ...]) -> None:

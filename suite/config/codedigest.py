@@ -5,10 +5,10 @@ The files it covers are derived, never listed: every project module the entry po
 ``ast``, without importing anything: imports inside functions, relative imports and the
 ``__init__`` of every package on the way count), followed to the end, less ``EXCLUDED``.
 
-Position schemes, spans and tasks are found at run time (``suite.registry.discover``), not
+Position schemes, spans, token mixers and tasks are found at run time (``suite.registry.discover``), not
 imported by name, so the closure holds their packages' shared files (``base.py``, the
 registries) and no piece. A run adds the modules of the pieces it uses (its schemes, the schemes
-they wrap, its spans and tasks) and what those import, followed the same way. So an edit to RoPE
+they wrap, its spans, mixers and tasks) and what those import, followed the same way. So an edit to RoPE
 gives every RoPE run a new id and retrains it, and a number it could change is never read from
 an old file; a new scheme file, or an edit to ALiBi, leaves a NoPE run's id and its stored
 numbers as they are. A piece is a class that names itself with a class-level ``name = "..."``
@@ -56,7 +56,8 @@ EXCLUDED: dict[str, str] = {  # dotted module or package -> why its bytes are no
     "suite.lmeval": "evaluates with lm-eval-harness, outside the run",
     "suite.bench": "times and checks the code, outside the run",
 }
-PIECES = {"position": "suite/model/position", "span": "suite/model/span", "task": "tasks"}  # kind -> package folder
+PIECES = {"position": "suite/model/position", "span": "suite/model/span", "mixer": "suite/model/mixer",
+          "task": "tasks"}  # kind -> package folder
 
 
 def module_file(module: str, root: Path = ROOT) -> Path | None:
@@ -188,21 +189,24 @@ def generator_digest(task: str, root: Path = ROOT) -> str:
 
 
 @lru_cache(maxsize=None)
-def code_digest(root: Path = ROOT, position: tuple = (), span: tuple = (), task: tuple = ()) -> str:
+def code_digest(root: Path = ROOT, position: tuple = (), span: tuple = (), task: tuple = (), mixer: tuple = ()) -> str:
     """12 hex digits of SHA-256 over each numeric file's path (relative to ``root``) and bytes."""
-    return _digest(numeric_files(root, position=sorted(set(position)), span=sorted(set(span)), task=sorted(set(task))), root, 12)
+    return _digest(numeric_files(root, position=sorted(set(position)), span=sorted(set(span)), mixer=sorted(set(mixer)),
+                                 task=sorted(set(task))), root, 12)
 
 
 def pieces_of(spec: dict) -> dict[str, tuple[str, ...]]:
     """The piece names a run spec (``RunSpec.to_dict()`` form) uses, by kind. A position config's
     ``base`` field names the scheme it wraps (``randomized``), which the run uses too; a layer's
-    ``earlier`` schemes (a training schedule's earlier phases, DroPE's RoPE) are used as well."""
+    ``earlier`` schemes (a training schedule's earlier phases, DroPE's RoPE) are used as well; a
+    layer that names no mixer (a spec stored before mixers) is softmax attention."""
     layers = spec["model"]["layers"]
     schemes = [(layer["position"], layer.get("position_cfg")) for layer in layers]
     schemes += [(name, cfg) for layer in layers for name, cfg in layer.get("earlier") or ()]
     bases = {(cfg or {}).get("base") for _, cfg in schemes}
     return {"position": tuple(sorted({name for name, _ in schemes} | {b for b in bases if isinstance(b, str)})),
             "span": tuple(sorted({layer["span"] for layer in layers})),
+            "mixer": tuple(sorted({layer.get("mixer", "attention") for layer in layers})),
             "task": tuple(sorted({task["name"] for task in spec["tasks"]}))}
 
 

@@ -17,7 +17,10 @@ peak; it counts what is held at once:
   FlexAttention and SDPA's causal and blockwise kernels build none.
 
 * what a scheme declares it holds beyond the scores (``held_floats``: CoPE's per-query table
-  products, whose size grows with ``position.npos_max``; randomized positions' hashed keys).
+  products, whose size grows with ``position.npos_max``; randomized positions' hashed keys);
+* a layer whose token mixer is no softmax attention (a gated linear recurrence) builds no scores:
+  it holds what its mixer declares (``Mixer.held_floats``: the chunk's C x C matrices per head,
+  the state after each chunk, the convolution's and gates' outputs).
 
 Evaluation runs without gradients, one layer's intermediates at a time, at the longest
 evaluation length.
@@ -33,6 +36,7 @@ import torch
 
 from suite.model.attention import BLOCK, choose_impl
 from suite.model.init import shapes_only
+from suite.model.mixer import MIXERS
 from suite.model.position import SCHEMES, PositionScheme
 from suite.model.position.base import Dims
 from suite.config.spec import RunSpec
@@ -72,6 +76,11 @@ def _attention_bytes(spec: RunSpec, device: torch.device, batch: int, length: in
     m = spec.model
     total, masks = 0.0, 0.0
     for layer in m.layers:
+        mixer = MIXERS[layer.mixer]
+        if not mixer.softmax:  # no scores: what the recurrence keeps, per layer for the backward
+            held = mixer.held_floats(layer.mixer_cfg, m.d_model, m.n_heads, batch, length, training) * FP32
+            total = total + held if training else max(total, held)
+            continue
         cls = SCHEMES[layer.position]
         scores = batch * m.n_heads * length * length * FP32
         bias = _bias_kind(spec, layer)

@@ -36,6 +36,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from suite.config.spec import EvalSpec, TrainSpec
+from suite.model.mixer import MIXERS
 from suite.model.position import SCHEMES
 from suite.model.span import SPANS
 from suite.model.spec import ModelSpec
@@ -85,23 +86,26 @@ def dir_problem(value: Optional[str]) -> Optional[str]:
 
 @dataclass
 class LayerKind:
-    """One layer of a pattern; what it leaves out comes from the ``position`` and ``span`` groups."""
+    """One layer of a pattern; what it leaves out comes from the ``position`` and ``span`` groups,
+    and its token mixer is softmax attention unless it names another (``suite/model/mixer/``)."""
 
     position: Optional[str] = None
     span: Optional[str] = None
     log_scale: Optional[bool] = None
+    mixer: Optional[str] = None
 
 
-def pattern_conf(spans: dict[str, type]) -> type:
-    """The ``pattern`` group: its name, its layer kinds, and each option of a span's ``Config``
-    (``window`` of ``swa``, ``chunk`` of ``chunked``), with the span's own type and rules and
-    default None, which sizes the pattern's layers of that span. The spans own those options;
-    the pattern only passes them on (``suite.config.build.resolve_layers``)."""
+def pattern_conf(spans: dict[str, type], mixers: dict[str, type] | None = None) -> type:
+    """The ``pattern`` group: its name, its layer kinds, each option of a span's ``Config``
+    (``window`` of ``swa``, ``chunk`` of ``chunked``) and each option of a mixer's ``Config``
+    (``chunk_size`` of ``gated_delta``), with the piece's own type and rules and default None,
+    which sets it for the pattern's layers of that span or mixer. The spans and mixers own those
+    options; the pattern only passes them on (``suite.config.build.resolve_layers``)."""
     sizes: dict[str, tuple] = {}
-    for span_name, cls in sorted(spans.items()):
+    for piece, cls in [*sorted(spans.items()), *sorted((mixers or {}).items())]:
         hints = typing.get_type_hints(cls.Config)
         for f in dataclasses.fields(cls.Config):
-            doc = f"{f.name} of the pattern's {span_name} layers"
+            doc = f"{f.name} of the pattern's {piece} layers"
             sizes.setdefault(f.name, (f.name, Optional[hints[f.name]],
                                       field(default=None, metadata={**option(None).metadata, **f.metadata, "doc": doc})))
     fields = [("name", str, option(MISSING)), ("layers", List[LayerKind], field(default_factory=lambda: [LayerKind()])),
@@ -110,7 +114,7 @@ def pattern_conf(spans: dict[str, type]) -> type:
         "__doc__": "A layer pattern: layer kinds tiled over the depth, and the sizes of its span layers.", "__module__": __name__})
 
 
-PatternConf = pattern_conf(SPANS)
+PatternConf = pattern_conf(SPANS, MIXERS)
 
 
 @dataclass

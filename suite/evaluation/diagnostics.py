@@ -12,6 +12,11 @@
   the needle, the rest of the context and the question (the segment analysis of long-context
   RoPE/NoPE hybrid studies), and the attention entropy per layer.
 
+A layer whose token mixer is a gated linear recurrence has a recency profile like any other (its
+mixer's output is hooked at the ``attn_out`` site, where attention's output is), but no softmax
+and so no logits: the logit profile and attention mass cover the softmax-attention layers only,
+numbered by their place in the stack, and ``skipped_layers`` names the rest.
+
 Everything here reads a model and writes no file of its own; ``diagnostic_examples`` picks the
 examples the diagnostics read from the run's eval set (``suite.evaluation.evalcache``).
 """
@@ -140,9 +145,16 @@ def segment_masks(example, length: int) -> dict[str, np.ndarray]:
     return {"first": first, "needle": needle, "context": ~(first | needle | question), "question": question}
 
 
+def skipped_layers(model) -> list[int]:
+    """The layers the logit profile and attention mass skip: those whose mixer has no softmax."""
+    softmax = set(model.softmax_layers())
+    return [i for i in range(len(model.blocks)) if i not in softmax]
+
+
 @torch.no_grad()
 def attention_probs(model, tokens: torch.Tensor) -> list[torch.Tensor]:
-    """Post-softmax attention per layer, (B, H, T, T), from the reference path's logits."""
+    """Post-softmax attention per softmax-attention layer (``model.softmax_layers()``), (B, H, T, T),
+    from the reference path's logits."""
     return [torch.softmax(l.float(), dim=-1) for l in model.attention_logits(tokens)]
 
 
@@ -150,12 +162,12 @@ def attention_probs(model, tokens: torch.Tensor) -> list[torch.Tensor]:
 def attention_mass(model, examples) -> list[dict]:
     """Rows ``{layer, segment, value}``: the share of attention that each answer-predicting
     query puts on each segment of ``segment_masks`` (``segment_share``), plus its ``entropy``,
-    averaged over heads and queries, then over examples."""
+    averaged over heads and queries, then over examples; softmax-attention layers only."""
     tokens, _ = collate(examples)
     probs = attention_probs(model, tokens)
     rows = []
     T = tokens.shape[1]
-    for layer, p in enumerate(probs):  # (B, H, T, T)
+    for layer, p in zip(model.softmax_layers(), probs):  # (B, H, T, T)
         sums: dict[str, list[float]] = {}
         for b, ex in enumerate(examples):
             pq = p[b : b + 1, :, [s - 1 for s, e in ex.answer_spans]]  # (1, H, Q, T): answer-predicting queries
@@ -178,7 +190,8 @@ def diagnostic_rows(model, examples, stage: str) -> list[dict]:
     Metrics: ``recency_cos`` (slice ``at,layer,site,lag``), ``recency_gap`` (``at,layer,site,far``),
     ``logit_profile`` (``at,layer,head,lag``; head ``mean`` averages the heads), ``logit_gap``
     (``at,layer,head,far``) and, when the examples mark a needle, ``attn_mass``
-    (``at,layer,segment``; segment ``entropy`` holds the attention entropy). Slices are written
+    (``at,layer,segment``; segment ``entropy`` holds the attention entropy). The last three cover
+    softmax-attention layers only (``skipped_layers`` names the others). Slices are written
     by ``suite.evaluation.slices.format_slice``; both gaps are ``recency_gap`` of their profile.
     """
     tokens, _ = collate(examples)
@@ -194,7 +207,7 @@ def diagnostic_rows(model, examples, stage: str) -> list[dict]:
     for (layer, site), prof in sorted(by_site.items()):
         rows.append({"metric": "recency_gap", "value": recency_gap(prof, lags, far),
                      "slice": format_slice(at=stage, layer=layer, site=site, far=far)})
-    for layer, logits in enumerate(model.attention_logits(tokens)):
+    for layer, logits in zip(model.softmax_layers(), model.attention_logits(tokens)):
         per_head = logit_profile(logits)  # (H, T)
         profiles = [(str(h), per_head[h]) for h in range(per_head.shape[0])] + [("mean", per_head.nanmean(dim=0))]
         for head, prof in profiles:

@@ -14,6 +14,9 @@ a span: a new one decodes with a cache as soon as its full forward runs.
   transforms) also keeps its normed inputs, and each step recomputes the signal over every
   position: a token's signal may read the tokens before it (PaTH's convolution), and FoX's bias
   sums over all of them, so recomputing keeps the step equal to the full forward at O(T) work.
+* A gated linear layer (``suite.model.mixer``) keeps no keys: its recurrent state (B, H, Dk, Dv)
+  and the last ``conv_size - 1`` inputs of its short convolution (B, K - 1, 3C) hold all it
+  reads of the past, and a step runs the recurrence from them (``LayerCache.advance``).
 * A step attends on the reference path (``suite.model.attention.reference_attention``): its query
   rows see every cached key, so a term computed from a row's logits (CoPE's gated counts) is that
   row of the full computation.
@@ -30,13 +33,27 @@ from torch import nn
 
 
 class LayerCache:
-    """One layer's keys (before the scheme's ``qk``) and values of the positions seen so far,
-    each (B, H, length, D), and its normed inputs (B, length, C) when its scheme has a signal."""
+    """One attention layer's keys (before the scheme's ``qk``) and values of the positions seen so
+    far, each (B, H, length, D), and its normed inputs (B, length, C) when its scheme has a signal;
+    or one gated linear layer's recurrent state and convolution inputs, and how many positions
+    they hold."""
 
     def __init__(self):
         self.keys: Optional[torch.Tensor] = None
         self.values: Optional[torch.Tensor] = None
         self.inputs: Optional[torch.Tensor] = None
+        self.state: Optional[torch.Tensor] = None  # (B, H, Dk, Dv) a gated linear layer's state
+        self.conv: Optional[torch.Tensor] = None  # (B, K - 1, 3C) its convolution's last inputs
+        self.seen = 0  # positions a gated linear layer's state holds
+
+    @property
+    def length(self) -> int:
+        """Positions this layer's cache holds."""
+        return self.keys.shape[-2] if self.keys is not None else self.seen
+
+    def advance(self, state: torch.Tensor, conv: torch.Tensor, new: int) -> None:
+        """A gated linear layer's state and convolution inputs after ``new`` more positions."""
+        self.state, self.conv, self.seen = state, conv, self.seen + new
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Add the new positions' k, v (B, H, Tn, D); returns all of them, (B, H, length, D)."""
@@ -54,8 +71,9 @@ class LayerCache:
 
     def keep(self, rows: torch.Tensor) -> None:
         """Keep only batch rows ``rows`` (a 1-D index tensor), in that order."""
-        self.keys, self.values, self.inputs = (None if t is None else t.index_select(0, rows)
-                                               for t in (self.keys, self.values, self.inputs))
+        self.keys, self.values, self.inputs, self.state, self.conv = (
+            None if t is None else t.index_select(0, rows)
+            for t in (self.keys, self.values, self.inputs, self.state, self.conv))
 
 
 class KVCache:
@@ -66,8 +84,7 @@ class KVCache:
 
     @property
     def length(self) -> int:
-        keys = self.layers[0].keys
-        return 0 if keys is None else keys.shape[-2]
+        return self.layers[0].length
 
     def keep(self, rows: torch.Tensor) -> None:
         """Keep only batch rows ``rows`` (a 1-D index tensor), in that order."""

@@ -1,4 +1,4 @@
-"""A pre-norm decoder-only transformer whose layers each carry a position scheme and a span.
+"""A pre-norm decoder-only transformer whose layers each carry a token mixer, a position scheme and a span.
 
 Layout follows Llama (Touvron et al. 2023): RMSNorm before attention and MLP (Zhang & Sennrich
 2019), SwiGLU feed-forward (Shazeer 2020), untied output head. Position schemes are shared
@@ -6,6 +6,9 @@ between the layers that use the same configuration (as T5 shares its bias table)
 schemes act once on the embeddings, relative ones inside every layer's attention. A
 data-dependent scheme (FoX's forget gates, PaTH's transforms) also gives each of its layers a
 module of its own, which that layer's attention calls on the layer's input.
+A layer's token mixer (``suite.model.mixer``) is softmax attention, or a gated linear recurrence
+(gated delta rule, scalar-gated linear attention) that reads neither scheme nor span; either sits
+at ``Block.attn``, so hooks on a layer's mixer output see both.
 The model never reads config: it receives a ``ModelSpec``.
 
 A schedule (a layer's scheme changes at a training step, ``LayerSpec.earlier``) is a phase index:
@@ -24,12 +27,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from suite.model.attention import Attention, Context
+from suite.model.attention import Context
 from suite.model.cache import KVCache, LayerCache
 from suite.model.init import init_normal_
+from suite.model.mixer import MIXERS
 from suite.model.position import SCHEMES, Dims, PositionScheme
 from suite.model.span import SPANS
-from suite.model.spec import ModelSpec
+from suite.model.spec import LayerSpec, ModelSpec
 
 
 class RMSNorm(nn.Module):
@@ -56,13 +60,14 @@ class SwiGLU(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, spec: ModelSpec, phase_schemes: tuple[int, ...], span, signal: nn.Module | None = None):
+    def __init__(self, spec: ModelSpec, layer: LayerSpec, phase_schemes: tuple[int, ...], span, signal: nn.Module | None = None):
         super().__init__()
         self.phase_schemes = phase_schemes  # the model's scheme index for each phase, the last phase's last
         self.scheme_index = phase_schemes[-1]
         self.span = span
+        self.softmax = layer.softmax  # whether the mixer is softmax attention (it has logits)
         self.attn_norm = RMSNorm(spec.d_model, spec.norm_eps)
-        self.attn = Attention(spec.d_model, spec.n_heads, spec.n_layers, signal)
+        self.attn = MIXERS[layer.mixer].build(layer.mixer_cfg, spec.d_model, spec.n_heads, spec.n_layers, signal)
         self.mlp_norm = RMSNorm(spec.d_model, spec.norm_eps)
         self.mlp = SwiGLU(spec.d_model, spec.d_ff, spec.n_layers)
 
@@ -92,7 +97,7 @@ class PosBenchLM(nn.Module):
         # a data-dependent scheme gives each of its layers a signal module of its own (the last
         # phase's: the configuration refuses a data-dependent scheme in an earlier phase)
         self.blocks = nn.ModuleList(
-            Block(spec, i, SPANS[layer.span](layer.span_cfg), self.schemes[i[-1]].signal())
+            Block(spec, layer, i, SPANS[layer.span](layer.span_cfg), self.schemes[i[-1]].signal())
             for i, layer in zip(index, spec.layers)
         )
         # per phase, the schemes its layers use, in the model's order: they alone embed
@@ -137,9 +142,14 @@ class PosBenchLM(nn.Module):
             x = block(x, self.schemes[block.phase_schemes[self.phase]], ctx, None if cache is None else cache.layers[i])
         return self.head(self.norm(x))
 
+    def softmax_layers(self) -> list[int]:
+        """The indices of the layers whose mixer is softmax attention, in order."""
+        return [i for i, block in enumerate(self.blocks) if block.softmax]
+
     @torch.no_grad()
     def attention_logits(self, tokens: torch.Tensor) -> list[torch.Tensor]:
-        """Pre-softmax logits per layer, each (B, H, T, T), masked entries -inf."""
+        """Pre-softmax logits per softmax-attention layer (``softmax_layers``), each (B, H, T, T),
+        masked entries -inf; a gated linear layer has none."""
         ctx = Context(pos=torch.arange(tokens.shape[1], device=tokens.device), impl="reference", want_logits=True)
         self.forward(tokens, ctx)
         return ctx.logits

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from suite.model.mixer import MIXERS, MixerConfig
 from suite.model.position import PositionConfig
 from suite.model.span import SPANS, Span, SpanConfig
 from suite.options import option
@@ -28,6 +29,11 @@ LAYERS_MAX = 1024
 
 @dataclass(frozen=True)
 class LayerSpec:
+    """One layer: its position scheme, its span and its token mixer (softmax attention unless
+    the pattern names another, ``suite/model/mixer/``), each with its own config. The mixer's
+    fields default to attention, so a layer of attention hashes as it did before mixers existed
+    (a run id leaves out fields at their default)."""
+
     position: str
     position_cfg: PositionConfig
     span: str
@@ -40,6 +46,14 @@ class LayerSpec:
     def phases(self) -> tuple[tuple[str, PositionConfig], ...]:
         """(name, config) of this layer's scheme in every phase, the last phase's (its own) last."""
         return (*self.earlier, (self.position, self.position_cfg))
+
+    mixer: str = "attention"
+    mixer_cfg: MixerConfig = MixerConfig()
+
+    @property
+    def softmax(self) -> bool:
+        """Whether this layer's mixer is softmax attention (its span and scheme then apply)."""
+        return MIXERS[self.mixer].softmax
 
     @property
     def span_kind(self) -> Optional[str]:

@@ -17,7 +17,7 @@ SKIP = ("seed", "sweep")  # the one thing runs in a cell may differ in, and the 
 
 
 def flatten(spec: dict) -> dict[str, Any]:
-    """A run spec as dotted keys: ``train.steps``, ``position.theta``, ``span.window``,
+    """A run spec as dotted keys: ``train.steps``, ``position.theta``, ``span.window``, ``mixer.chunk_size``,
     ``task.copy.eos``, ``eval.multiples``; a training schedule as ``train.schedule`` ('rope@0.8',
     ``schedule_text``) and each phase's scheme options (``train.schedule[0].theta``). Per-layer settings are merged over the layers (one value
     when every layer agrees, else the distinct values joined by '/')."""
@@ -33,8 +33,11 @@ def flatten(spec: dict) -> dict[str, Any]:
                 for part, prefix in (("position_cfg", "position"), ("span_cfg", "span")):
                     for key, v in layer.get(part, {}).items():
                         out.setdefault(f"{prefix}.{key}", []).append(v)
+                for key, v in (layer.get("mixer_cfg") or {}).items():
+                    out.setdefault(f"mixer.{key}", []).append(v)
                 out.setdefault("position.name", []).append(layer.get("position"))
                 out.setdefault("span.name", []).append(layer.get("span"))
+                out.setdefault("mixer.name", []).append(layer.get("mixer", "attention"))
         elif section == "tasks":
             for task in value:
                 for key, v in (task.get("params") or []):
@@ -49,7 +52,7 @@ def flatten(spec: dict) -> dict[str, Any]:
         else:
             out[section] = value
     for key, v in list(out.items()):
-        if key.startswith(("position.", "span.")) and isinstance(v, list):
+        if key.startswith(("position.", "span.", "mixer.")) and isinstance(v, list):
             distinct = list(dict.fromkeys(json.dumps(x) for x in v))
             out[key] = json.loads(distinct[0]) if len(distinct) == 1 else "/".join(str(json.loads(x)) for x in distinct)
     return out
@@ -98,9 +101,10 @@ def describe(spec: dict, keys: list[str]) -> str:
     return " ".join(f"{names[k]}={_show(flat.get(k))}" for k in keys)
 
 
-# the settings a scheme label already shows ('alibi swa w=16'), and the code digest, which follows
-# the span and scheme chosen: never repeated in a suffix
-SHOWN = ("position.name", "span.name", "model.pattern", *(f"span.{kind}" for kind in KINDS), "code")
+# the settings a scheme label already shows ('alibi swa w=16'; a layer's mixer shows in the spans
+# column and the pattern's name), and the code digest, which follows the span, scheme and mixer
+# chosen: never repeated in a suffix
+SHOWN = ("position.name", "span.name", "mixer.name", "model.pattern", *(f"span.{kind}" for kind in KINDS), "code")
 
 
 def split_labels(groups: dict[str, list[str]], specs: dict[str, Optional[dict]],

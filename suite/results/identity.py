@@ -1,4 +1,8 @@
 """What names a run and describes it: its readable id and the per-run columns of every result row.
+
+The ``spans`` column names each layer's span, or its token mixer where that is not softmax
+attention (a gated linear layer has no span): ``gated_delta+full`` for Qwen3-Next's pattern, so a
+board tells a gated-linear hybrid from an SWA one by the column it already breaks down by.
 Shared by ``suite.run`` (which trains and stores runs) and ``suite.commands.diagnose`` (which
 inspects them), so neither imports the other."""
 from __future__ import annotations
@@ -26,6 +30,13 @@ def _joined(values) -> str:
     return "+".join(dict.fromkeys(str(v) for v in values))
 
 
+def layer_mixing(layer) -> str:
+    """What mixes a layer's tokens, as the ``spans`` column names it: its span ('full', 'swa')
+    under softmax attention, else its mixer ('gated_delta', 'gla')."""
+    mixer = getattr(layer, "mixer", "attention")
+    return layer.span if mixer == "attention" else mixer
+
+
 def span_columns(layers) -> dict:
     """One column per span kind (suite/model/span/base.py ``KINDS``: ``window``, ``chunk``): the smallest
     size of that kind over the layers, None when no layer has a span of that kind."""
@@ -50,7 +61,7 @@ def run_columns(spec: RunSpec) -> dict:
         "code_digest": spec.code, "git_sha": git_sha(),
         "seed": spec.seed, "model": m.name, "n_layers": m.n_layers, "d_model": m.d_model, "n_heads": m.n_heads,
         "pattern": m.pattern, "positions": positions_label(spec),
-        "spans": _joined(layer.span for layer in m.layers), **span_columns(m.layers),
+        "spans": _joined(layer_mixing(layer) for layer in m.layers), **span_columns(m.layers),
         "train_len": spec.train.seq_len, "steps": spec.train.steps,
     }
 
