@@ -204,7 +204,7 @@ def test_the_phase_is_not_weight_decayed():
     phases = [p for name, p in model.named_parameters() if name.endswith("phase")]
     assert len(phases) == 1 and phases[0].shape == (4 * 8,)
     groups = build_optimizer(model, spec, torch.device("cpu")).param_groups
-    no_decay = [g for g in groups if g["weight_decay"] == 0.0][0]["params"]
+    no_decay = next(g for g in groups if g["weight_decay"] == 0.0)["params"]
     assert any(p is phases[0] for p in no_decay)
 
 
