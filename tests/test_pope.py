@@ -27,7 +27,9 @@ Mutation check (each made alone in suite/model/position/pope.py; the named tests
 * the phase stored as (H, d): test_the_phase_is_not_weight_decayed;
 * ``held_floats`` returning 0: test_the_preflight_counts_the_doubled_query_and_key_width;
 * ``PopeConfig.__post_init__`` without the theta rule: test_bad_options_name_the_value_and_the_range;
-* the transform in the input's dtype (``work = q.dtype``): test_compute_runs_in_float32_below_it.
+* the transform in the input's dtype (``work = q.dtype``): test_compute_runs_in_float32_below_it;
+* in suite/model/attention.py ``sdpa``, values not padded to q's width (the branch removed):
+  test_the_fused_paths_run_the_flash_kernel.
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ import pytest
 import torch
 
 from suite.config.resources import _held_bytes, estimate_bytes
-from suite.model.attention import reference_attention, sdpa
+from suite.model.attention import BLOCK, Context, reference_attention, sdpa
 from suite.model.position import SCHEMES, Dims
 from suite.model.position.pope import PHASE_MAX, PHASE_MIN
 from suite.training.loop import build_optimizer
@@ -220,6 +222,30 @@ def test_the_preflight_counts_the_doubled_query_and_key_width():
     assert _held_bytes(pope, B, T, True) == 2 * 4 * (6 * B * T * C + 2 * T * C)
     assert _held_bytes(pope, B, 64, False) == 4 * (4 * B * 64 * C)
     assert estimate_bytes(pope)["train"] - estimate_bytes(rope)["train"] == 16 * C + _held_bytes(pope, B, T, True)
+
+
+@pytest.mark.parametrize("span,length", [(["span=full"], 40), (["span=swa", "span.window=5"], 2 * BLOCK + 13)],
+                         ids=["causal sdpa", "blockwise"])
+def test_the_fused_paths_run_the_flash_kernel(span, length):
+    """q and k 2d wide, v d wide: SDPA's flash kernel (no T x T scores) takes one width for all
+    three, so ``sdpa`` pads v; with only that kernel allowed, the causal and blockwise paths run
+    and equal the reference path."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from suite.model.lm import PosBenchLM
+
+    spec = make_spec("+arch=pope", *span, "model.n_layers=1", "model.d_model=32",
+                     "model.n_heads=4", "model.d_ff=64", f"train.seq_len={length}")
+    torch.manual_seed(0)
+    model = PosBenchLM(spec.model).eval()
+    torch.nn.init.uniform_(model.schemes[0].phase, PHASE_MIN, PHASE_MAX)
+    tokens = torch.randint(0, spec.model.vocab_size, (2, length))
+    pos = torch.arange(length)
+    with torch.no_grad():
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+            fused = model(tokens, Context(pos=pos, impl="sdpa"))
+        reference = model(tokens, Context(pos=pos, impl="reference"))
+    assert torch.allclose(fused, reference, atol=1e-5)
 
 
 def test_compute_runs_in_float32_below_it():
