@@ -211,16 +211,16 @@ def test_the_phase_is_not_weight_decayed():
 
 
 def test_the_preflight_counts_the_doubled_query_and_key_width():
-    """q and k leave the hook 2d wide: the estimate holds 6 C floats per token per layer in
-    training (the 2d-wide q and k, the softplus magnitudes) plus the keys' cos/sin (2 C per
-    position), 4 C per token at evaluation; it exceeds RoPE's by those and the phase's 16 bytes
-    a parameter."""
+    """q and k leave the hook 2d wide and the fused paths pad v to match: the estimate holds
+    10 C floats per token per layer in training (q', k', the padded v and the wide output, the
+    softplus magnitudes) plus the keys' cos/sin (2 C per position), 8 C per token at evaluation;
+    it exceeds RoPE's by those and the phase's 16 bytes a parameter."""
     overrides = ["model.n_layers=2", "model.d_model=32", "model.n_heads=4", "model.d_ff=64", "train.seq_len=32",
                  "train.batch_size=3"]
     pope, rope = make_spec("+arch=pope", *overrides), make_spec("+arch=rope", *overrides)
     B, T, C = 3, 32, 32
-    assert _held_bytes(pope, B, T, True) == 2 * 4 * (6 * B * T * C + 2 * T * C)
-    assert _held_bytes(pope, B, 64, False) == 4 * (4 * B * 64 * C)
+    assert _held_bytes(pope, B, T, True) == 2 * 4 * (10 * B * T * C + 2 * T * C)
+    assert _held_bytes(pope, B, 64, False) == 4 * (8 * B * 64 * C)
     assert estimate_bytes(pope)["train"] - estimate_bytes(rope)["train"] == 16 * C + _held_bytes(pope, B, T, True)
 
 

@@ -95,13 +95,15 @@ class PoPE(PositionScheme):
 
     @classmethod
     def held_floats(cls, cfg, dims, batch, length, training):
-        """q and k leave ``qk`` twice as wide (2 x C floats per token each): 4 C floats per token
-        without gradients; training also keeps the softplus magnitudes (2 C) and the keys' cos and
-        sin per head (2 x H x length x d = 2 C per position, shared by the batch)."""
+        """Floats per token beyond what the pre-flight counts for any scheme, C = H x d: q and k
+        leave ``qk`` 2d wide (4 C), and the fused paths pad v to that width and cut their 2d-wide
+        output back (4 C; ``suite.model.attention.sdpa``): 8 C per token without gradients;
+        training also keeps the softplus magnitudes (2 C per token) and the keys' cos and sin
+        per head (2 x H x length x d = 2 C per position, shared by the batch)."""
         width = dims.n_heads * dims.head_dim
         if not training:
-            return 4.0 * batch * length * width
-        return 6.0 * batch * length * width + 2.0 * length * width
+            return 8.0 * batch * length * width
+        return 10.0 * batch * length * width + 2.0 * length * width
 
     def __init__(self, cfg, dims):
         super().__init__(cfg, dims)
