@@ -15,7 +15,8 @@ with delta a learned phase per head and frequency, read clamped to [-2 pi, 0]. q
 
     q'_i . k'_j = sum_c softplus(q_c) softplus(k_c) cos((i - j) theta_c - delta_c),
 
-a function of i - j for fixed content. The values keep their d dimensions.
+a function of i - j for fixed content. The values keep their d dimensions (the fused SDPA
+paths pad them to 2d for the kernel and cut the output back: ``suite.model.attention.sdpa``).
 
 Softmax scale: the reference scales the logits by dim_head^-1/2 = d^-1/2 (``Attention.scale``,
 passed to ``Attend``, which rescales q against SDPA's default 1/sqrt(q.shape[-1]) = (2d)^-1/2).
@@ -30,7 +31,7 @@ As in the reference:
 * the phase starts at 0 (``phase_init: zero``, the reference default) or uniform in
   [-2 pi, 0] (``phase_init: uniform``, its ``polar_bias_uniform_init``);
 * the clamp is ``torch.clamp``: a phase at -2 pi or 0 still gets its gradient (so the zero start
-  trains), one past either end gets none until it is moved back;
+  trains), one past either end gets none (only the optimizer's momentum still moves it);
 * q and k are transformed in float32 (the reference disables autocast; a float64 model stays in
   float64) and returned in the input's dtype.
 
