@@ -6,7 +6,7 @@
   (``needs_logits``, CoPE) runs on it whatever the implementation asked for.
 * ``sdpa``: ``F.scaled_dot_product_attention``; ``is_causal=True`` when there is neither bias
   nor window, else one cached 4-D float mask ``[1, H, T, T]`` (a 3-D mask drops to the math
-  kernel).
+  kernel); values narrower than q and k are padded to their width, which the fused kernels need.
 * ``flex``: FlexAttention (PyTorch 2.5+) with the scheme's ``score_mod`` and a block mask built
   from the span's ``mask_mod``; the GPU path, selected by ``auto`` only on CUDA.
 
@@ -99,7 +99,13 @@ def sdpa(q, k, v, terms: Optional[tuple] = None, **kwargs):
     (a (B, H, Tq), b (B, H, Tk)), or none. The query term is a constant per softmax row and drops
     out; the key term joins as one more dimension of q and k (q's entry sqrt(D), k's b_j, under
     the scale 1/sqrt(D)), so no T x T tensor is built. Below float32 a large key term has too few
-    bits to share a dot product, so a + b is added as a (B, H, Tq, Tk) mask, computed in float32."""
+    bits to share a dot product, so a + b is added as a (B, H, Tq, Tk) mask, computed in float32.
+    q and k wider than v (PoPE's 2d against d): the fused kernels take one width for all three
+    and the rest fall to the math kernel, which builds the T x T scores, so v is padded with zeros
+    to q's width and the output cut back to v's."""
+    width = v.shape[-1]
+    if q.shape[-1] > width:
+        return sdpa(q, k, F.pad(v, (0, q.shape[-1] - width)), terms, **kwargs)[..., :width]
     if terms is None:
         return F.scaled_dot_product_attention(q, k, v, **kwargs)
     a, b = terms
