@@ -24,7 +24,7 @@ Choices at this scale, and where they depart from the references:
   2 H per token-gate row and 3 C K for the convolution: the output gate is the one extra matrix.
 * one projection for q, k, v and one for the output gate z, the decay's input a and beta's
   logit b, where Qwen3-Next fuses q, k, v, z and then b, a: the same maps, in other rows.
-* initialization: projections GPT-2's normal(0, 0.02), the output one scaled by depth as in every
+* initialization: projections GPT-2's normal init, the output one scaled by depth as in every
   layer here (``suite.model.init``); ``A`` uniform in [1, 16] and ``dt_bias`` the inverse softplus
   of a ``dt`` log-uniform in [0.001, 0.1], as FLA's layer (transformers copies them from the
   checkpoint); the convolution PyTorch's ``Conv1d`` default, uniform within 1/sqrt(K).
