@@ -314,3 +314,19 @@ def test_every_unknown_key_is_refused_by_the_one_check_naming_the_key_and_the_va
     writers = sorted(p.relative_to(root).as_posix() for part in ("suite", "tasks") for p in (root / part).rglob("*.py")
                      if "key(s)" in p.read_text())
     assert writers == ["suite/registry.py"]
+
+
+def test_describe_names_each_layers_mixer_and_each_schedule_phase_with_its_steps():
+    """The table a researcher checks before training says which layers are gated linear and when a
+    schedule switches. Mutation check: dropping the ``schedule_lines`` loop (or an off-by-one in its
+    ``starts``) in suite/commands/describe.py makes this fail."""
+    cwd = Path(__file__).parent.parent
+    out = forked_cli.run([sys.executable, "-m", "suite.commands.describe", "+arch=drope", "train.steps=100",
+                          "train.schedule=[{until: 0.25, position: rope}]"], capture_output=True, text=True, cwd=cwd)
+    assert out.returncode == 0, out.stderr
+    assert "schedule: steps 0-24: rope on the position group's layers" in out.stdout
+    assert "schedule: steps 25-99: the table's schemes" in out.stdout
+    hybrid = forked_cli.run([sys.executable, "-m", "suite.commands.describe", "pattern=qwen3_next"],
+                            capture_output=True, text=True, cwd=cwd)
+    rows = [line.split() for line in hybrid.stdout.splitlines()[2:]]
+    assert [r[-1] for r in rows] == ["gated_delta"] * 3 + ["attention"] and "schedule" not in hybrid.stdout

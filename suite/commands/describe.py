@@ -1,8 +1,9 @@
 """``python -m suite.commands.describe <overrides> [--json]``: print the per-layer table a config builds.
 
-One row per layer: position scheme (with log-length temperature if on), span, and its size as
-the span class declares it (suite/model/span/base.py): ``w=16`` for a sliding window, ``c=16`` for a
-chunk, ``-`` for full attention. The JSON rows carry ``window`` and ``chunk`` like the result
+One row per layer: position scheme (with log-length temperature if on), span, its size as the
+span class declares it (suite/model/span/base.py): ``w=16`` for a sliding window, ``c=16`` for a
+chunk, ``-`` for full attention, and the token mixer. A training schedule is one line per
+phase, with the step it starts at. The JSON rows carry ``window`` and ``chunk`` like the result
 columns (suite/results/identity.py). Use it to check what a pattern and overrides really resolve to
 before training.
 """
@@ -46,11 +47,25 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.commands.de
     m = spec.model
     print(f"model {m.name}: {m.n_layers} layers, d_model {m.d_model}, {m.n_heads} heads, pattern {m.pattern}, "
           f"train_len {m.train_len}, run id {spec.run_id}")
-    print(f"{'layer':>5}  {'position':<12} {'span':<8} {'size':>6}  log_scale")
+    print(f"{'layer':>5}  {'position':<12} {'span':<8} {'size':>6}  {'log_scale':<9}  mixer")
     for r, layer in zip(rows, m.layers):
         size = layer.span_label or "-"
-        print(f"{r['layer']:>5}  {r['position']:<12} {r['span']:<8} {size:>6}  {'yes' if r['log_scale'] else 'no'}")
+        print(f"{r['layer']:>5}  {r['position']:<12} {r['span']:<8} {size:>6}  {'yes' if r['log_scale'] else 'no':<9}  {r['mixer']}")
+    for line in schedule_lines(spec):
+        print(line)
     return 0
+
+
+def schedule_lines(spec) -> list[str]:
+    """'steps 0-1399: rope on the layers of the position group', then each later phase, the last
+    the run's own (the table's schemes); none without a schedule."""
+    schedule, steps = spec.train.schedule, spec.train.steps
+    if not schedule:
+        return []
+    starts = (0, *spec.train.switch_steps(), steps)
+    names = [p.position for p in schedule] + ["the table's schemes"]
+    return [f"schedule: steps {starts[k]}-{starts[k + 1] - 1}: {names[k]}" + (" on the position group's layers" if k < len(schedule) else "")
+            for k in range(len(names))]
 
 
 if __name__ == "__main__":
