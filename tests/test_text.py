@@ -202,3 +202,58 @@ def test_every_scheme_trains_and_scores_on_both_corpora(arch, corpus, tmp_path):
         assert bpb["status"] == "ok" and bpb["headline"] == "bits_per_byte" and bpb["higher_is_better"] is False
         assert bpb["value"] == pytest.approx(rows[(n, "loss")]["value"] / math.log(2), rel=1e-6)
         assert ((n, "bits_per_byte_past_train") in rows) == (n > spec.train.seq_len)
+
+
+# ---------------------------------------------------------------------------------------------
+# lm-eval: posbench_code and posbench_prose
+
+
+@pytest.fixture(scope="module")
+def prose_run(tmp_path_factory):
+    overrides = [o for o in TINY if not o.startswith(("train.steps=", "eval.n_examples=", "eval.multiples="))]
+    spec = make_spec("task=prose", "sweep_name=lmtext", *overrides, "train.steps=30", "eval.n_examples=40",
+                     "eval.multiples=[1,2]")
+    return spec, execute(spec, results_dir=tmp_path_factory.mktemp("results"), progress=False)
+
+
+@pytest.mark.parametrize("name", ["code", "prose"])
+def test_lm_eval_documents_are_the_held_out_windows(name):
+    """Mutation check: ``text_docs`` dropping the first byte (``example.tokens[2:]``) makes this fail."""
+    from suite.lmeval import tasks as T
+    from suite.lmeval.yamls import template
+
+    assert template(name) == "_rolling_template"
+    docs = T.build_docs(name, lengths=[64, 128], n_examples=3)
+    task = build_task(name)
+    for length in (64, 128):
+        want = [text.decode_bytes(ex.tokens[1:]).decode("utf-8") for ex in task.eval_set(length, 1234, 3)]
+        mine = [d for d in docs if d["length"] == length]
+        assert [d["text"] for d in mine] == want and [d["n_bytes"] for d in mine] == [length - 1] * 3
+
+
+def test_lm_eval_bits_per_byte_equal_the_suites_on_the_same_windows(prose_run):
+    """posbench_prose through lm-eval's loglikelihood_rolling and bits_per_byte aggregation, on the
+    run's own eval windows (same lengths, count and seed), equals the bits per byte the run stored.
+
+    Mutation check: ``tok_encode`` reading the text with the word tokenizer for a byte-level run
+    (``self.byte_level`` False in suite/lmeval/model.py) makes this fail; so does counting
+    characters for bytes in process_results_bytes (``len(doc["text"])`` differs where the prose has
+    a curly quote)."""
+    import json
+
+    lm_eval = pytest.importorskip("lm_eval")
+    from lm_eval.tasks import TaskManager
+
+    from suite.lmeval import PosBenchEvalLM, include_dir
+
+    spec, path = prose_run
+    stored = {r["eval_len"]: r["value"] for r in json.loads(path.read_text())["rows"]
+              if r["metric"] == "bits_per_byte" and r["slice"] == "all"}
+    manager = TaskManager(include_path=str(include_dir()), include_defaults=False,
+                          metadata={"lengths": spec.eval_lengths, "n_examples": spec.eval.n_examples})
+    out = lm_eval.simple_evaluate(model=PosBenchEvalLM(pretrained=str(path)), tasks=["posbench_prose"],
+                                  task_manager=manager, bootstrap_iters=0)
+    values = out["results"]["posbench_prose"]
+    assert sorted(stored) == spec.eval_lengths
+    for length in spec.eval_lengths:
+        assert values[f"bits_per_byte,len={length}"] == pytest.approx(stored[length], rel=1e-5)
