@@ -257,3 +257,57 @@ def test_lm_eval_bits_per_byte_equal_the_suites_on_the_same_windows(prose_run):
     assert sorted(stored) == spec.eval_lengths
     for length in spec.eval_lengths:
         assert values[f"bits_per_byte,len={length}"] == pytest.approx(stored[length], rel=1e-5)
+
+
+def test_the_board_ranks_bits_per_byte_lowest_first_with_no_effective_length():
+    """Rows of task ``code`` take the headline the task declares (bits per byte) and its declared
+    direction: the MRR puts the lower scheme first, and effective length (a threshold on a score
+    where higher is better) does not apply to it.
+
+    Mutation check: declaring bits_per_byte higher-is-better in suite/results/metrics.py makes this fail."""
+    from suite.report import tables
+    from tests.test_report import _row, frame
+
+    rows = [_row(f"{s}-{seed}", s, seed, "code", e, v + 0.1 * seed + (0.5 if e == 64 else 0.0), metric="bits_per_byte")
+            for s, v in (("alibi", 2.0), ("rope", 3.0)) for seed in (0, 1) for e in (32, 64)]
+    df = frame(rows)
+    assert set(df.headline) == {"bits_per_byte"} and set(df.higher_is_better) == {False}
+    board = tables.leaderboard(df)
+    m = tables.mrr(board)
+    assert list(m.scheme) == ["alibi", "rope"] and list(m.mrr_ood) == [1.0, 0.5]
+    assert tables.effective_length(board).empty
+
+
+def _sweep(name, *overrides):
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose("config", overrides=[f"+sweep={name}", *overrides], return_hydra_config=True)
+
+
+@pytest.mark.parametrize("name", ["lm", "lm_gpu"])
+def test_the_lm_recipes_build_and_their_eval_sets_fit_the_held_out_text(name):
+    """The classic six and KERPLE, FIRE, PaTH and FoX (decay start) at 5 seeds on both corpora;
+    CPU: the tiny model at 64 bytes, GPU: the small model at 512 bytes on the GPU recipe; both
+    evaluated at 1 to 8 x, and every eval length's set of held-out windows exists (one job of each
+    corpus built and its largest eval set drawn).
+
+    Mutation check: eval.n_examples: 64 in conf/sweep/lm_gpu.yaml (the prose held-out text holds
+    37 windows of 4,095 bytes) makes this fail."""
+    from suite.config.build import build
+
+    cfg = _sweep(name)
+    params = cfg.hydra.sweeper.params
+    assert params["+arch"].split(",") == ["nope", "sinusoidal", "learned", "rope", "alibi", "t5", "kerple", "fire",
+                                          "path", "fox_decay"]
+    assert params.task.split(",") == ["code", "prose"] and len(params.seed.split(",")) == 5
+    for corpus in ("code", "prose"):
+        spec = build(_sweep(name, "+arch=alibi", f"task={corpus}", "hydra.mode=RUN").copy())
+        assert spec.train.min_len is None and max(spec.eval.multiples) >= 8 and spec.sweep == name
+        if name == "lm":
+            assert (spec.model.name, spec.train.name, spec.train.seq_len) == ("tiny", "cpu", 64)
+        else:
+            assert (spec.model.name, spec.train.name, spec.train.device) == ("small", "gpu", "cuda")
+            assert spec.train.seq_len >= 512
+        task = spec.tasks[0].build()
+        assert len(task.eval_set(max(spec.eval_lengths), spec.eval.seed, spec.eval.n_examples)) == spec.eval.n_examples
