@@ -87,9 +87,9 @@ def stdlib_code() -> list[tuple[str, bytes]]:
     """(path, bytes) of each non-test ``*.py`` file of this interpreter's standard library, sorted."""
     root = Path(sysconfig.get_paths()["stdlib"])
     docs = []
-    for path in root.rglob("*.py"):
+    for path in root.rglob("*"):
         rel = path.relative_to(root).parts
-        if "site-packages" in rel or "dist-packages" in rel or _is_test(rel):
+        if path.suffix != ".py" or not path.is_file() or "site-packages" in rel or "dist-packages" in rel or _is_test(rel):
             continue
         docs.append(("/".join(rel), path.read_bytes()))
     return sorted(docs)
