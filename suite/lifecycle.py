@@ -18,7 +18,7 @@ from suite.training import distributed
 from suite.results import numerics, store
 from suite.training.checkpoint import load_trained, save_trained
 from suite.evaluation.diagnostics import diagnostic_examples, diagnostic_rows
-from suite.evaluation.evaluate import evaluate
+from suite.evaluation.evaluate import evaluate, marked_metrics
 from suite.results.identity import run_columns
 from suite.model.lm import PosBenchLM
 from suite.progress import StepLog, calls_per_line, finished_line
@@ -131,7 +131,7 @@ class RunLifecycle:
         return [{"task": t.name, "eval_len": self.spec.train.seq_len, "len_ratio": 1.0, "slice": "all",
                  "metric": metric, "value": value, "n": 0, "status": result.status}
                 for t, task in self.tasks
-                for metric, value in [*((m, float("nan")) for m in dict.fromkeys((task.primary_metric, "exact_match"))),
+                for metric, value in [*((m, float("nan")) for m in marked_metrics(task)),
                                       ("diverged_at_step", result.steps_done)]]
 
     def store(self, result: TrainResult, rows: list[dict]) -> Path:
@@ -145,6 +145,9 @@ class RunLifecycle:
                 "timestamp": stamp, "train_status": result.status, "resumed_from": result.resumed_from,
                 "final_loss": result.final_loss, "processes": distributed.world_size() if distributed.active() else 1,
                 "numeric": numerics.signature(), "spec": self.spec.to_dict()}
+        corpora = {t.name: task.text.record() for t, task in self.tasks if hasattr(task, "text")}
+        if corpora:  # natural text: the corpus's digest, size and training and held-out documents
+            meta["corpora"] = corpora
         path = store.write_run(self.results_dir, self.spec.sweep, self.rid, meta, rows)
         (self.work / "ckpt.pt").unlink(missing_ok=True)
         self.tracker.log_rows(rows)

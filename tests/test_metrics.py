@@ -11,6 +11,7 @@ test_a_metric_is_a_share_exactly_when_its_scorers_give_each_example_0_or_1 fail;
 string_match_part or from exact_match makes it fail too; a range of [0, 0.5] for reciprocal_rank
 makes test_every_scored_value_lies_in_its_declared_range fail."""
 import contextlib
+import math
 from collections import defaultdict
 
 import pytest
@@ -76,6 +77,10 @@ def _task_values() -> dict[str, list[float]]:
     ex = Example(tokens=[], answer_spans=[], meta={"candidates": [[1], [2], [3]], "gold": 0})
     for logliks in ([-1.0, -2.0, -3.0], [-2.0, -1.0, -3.0], [-3.0, -2.0, -1.0]):  # ranks 1, 2, 3
         out["reciprocal_rank"].append(rank.score_candidates(ex, logliks)["reciprocal_rank"])
+    text = build_task("prose")  # natural text: bits per byte from per-byte losses in nats (1, 2, 3 bits)
+    for nll in ([1.0, 2.0, 3.0], [0.5, 0.5, 4.0]):
+        for metric, value in text.score_nll(GOLD, [x * math.log(2) for x in nll], 2).items():
+            out[metric].append(value)
     return out
 
 
@@ -118,6 +123,7 @@ def test_the_hand_made_examples_give_the_textbook_values():
     assert ev["exact_match"] == [0, 0, 0, 1]  # every answer
     assert ev["token_accuracy"] == pytest.approx([0, 1 / 3, 2 / 3, 1])  # answer tokens right of 3
     assert _task_values()["reciprocal_rank"] == pytest.approx([1, 1 / 2, 1 / 3])
+    assert _task_values()["bits_per_byte"] == pytest.approx([2, 5 / 3]) and _task_values()["bits_per_byte_past_train"] == pytest.approx([2.5, 2.25])
     lmv = _lmeval_values()
     assert lmv["string_match_all"] == pytest.approx([1, 1, 2 / 3, 2 / 3, 1 / 3, 1 / 3, 0, 0])  # generation, per query
     assert lmv["string_match_part"] == [1, 1, 1, 1, 1, 1, 0, 0]

@@ -5,7 +5,8 @@ cached examples (``suite.evaluation.evalsets``). Predictions are teacher-forced 
 exact match equals greedy decoding: a greedy decoder produces the gold span exactly when every
 teacher-forced argmax in it is right. Metrics: the task's own (exact match, RULER's
 string_match_all/part), token accuracy and answer loss; ranking tasks add reciprocal rank from
-candidate log-likelihoods. Per-example slices (needle depth, number of keys, distance) become
+candidate log-likelihoods; natural-text tasks add bits per byte from every position's loss
+(``score_nll``, told the training length). Per-example slices (needle depth, number of keys, distance) become
 extra rows. A length a scheme cannot represent yields ``unsupported`` rows instead of a crash.
 """
 from __future__ import annotations
@@ -23,6 +24,12 @@ from suite.model.position import LengthUnsupported
 from suite.config.spec import RunSpec
 from suite.data.batch import collate, next_token_loss
 from suite.evaluation.slices import ALL, format_slice
+
+
+def marked_metrics(task) -> tuple[str, ...]:
+    """The metrics a board marks '-' where a run has no score (a length the scheme cannot represent,
+    a diverged run): the task's ``metrics`` when it declares them, else its headline and exact match."""
+    return tuple(dict.fromkeys(getattr(task, "metrics", None) or (task.primary_metric, "exact_match")))
 
 
 def candidate_logliks(logprobs: torch.Tensor, ex) -> list[float]:
@@ -62,9 +69,10 @@ class _Tally:
 
 
 @torch.no_grad()
-def score_examples(model, task, examples, batch_size: int, device, autocast) -> _Tally:
+def score_examples(model, task, examples, batch_size: int, device, autocast, train_len: int = 0) -> _Tally:
     tally = _Tally()
     ranks = hasattr(task, "score_candidates")
+    per_position = hasattr(task, "score_nll")
     for i in range(0, len(examples), batch_size):
         batch = examples[i : i + batch_size]
         tokens, mask = collate(batch)
@@ -82,6 +90,8 @@ def score_examples(model, task, examples, batch_size: int, device, autocast) -> 
             scores = dict(task.score(ex, predicted[: len(ex.tokens)]))
             if ranks:
                 scores.update(task.score_candidates(ex, candidate_logliks(logprobs[j], ex)))
+            if per_position:
+                scores.update(task.score_nll(ex, nll[j, : len(ex.tokens) - 1].double().cpu().numpy(), train_len))
             tally.add(ex, scores)
     return tally
 
@@ -104,14 +114,14 @@ def evaluate(model, spec: RunSpec, tasks, device: Optional[torch.device] = None,
                 timing["eval_sets_s"] = timing.get("eval_sets_s", 0.0) + time.perf_counter() - t0
             base = {"task": task_spec.name, "eval_len": length, "len_ratio": length / spec.train.seq_len,
                     "eval_set": digest}
-            # the task's headline metric and exact match, so every board marks the length '-'
+            # the task's headline metric and exact match (or its own list), so every board marks the length '-'
             unsupported = [{**base, "slice": ALL, "metric": m, "value": float("nan"), "n": 0, "status": "unsupported"}
-                           for m in dict.fromkeys((task.primary_metric, "exact_match"))]
+                           for m in marked_metrics(task)]
             if limit is not None and max(len(ex.tokens) for ex in examples) - 1 > limit:
                 rows += unsupported
                 continue
             try:
-                tally = score_examples(model, task, examples, spec.eval.batch_size, device, autocast)
+                tally = score_examples(model, task, examples, spec.eval.batch_size, device, autocast, spec.train.seq_len)
             except LengthUnsupported:
                 rows += unsupported
                 continue

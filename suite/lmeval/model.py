@@ -4,7 +4,8 @@ Follows lm-eval's ``TemplateLM`` (lm_eval/api/model.py): ``tok_encode`` and ``_l
 carry the model, ``loglikelihood_rolling`` uses lm-eval's rolling windows, ``generate_until``
 decodes greedily with a key/value cache (``suite.lmeval.kv_cache``). Text is read with PosBench's
 whitespace tokenizer (``tasks.base.encode``), so a word outside the vocabulary is an error naming
-it; ``<s>`` starts every input, as in training.
+it, or, for a run of natural-text tasks (``byte_level``: code, prose), byte by byte
+(``tasks.text.encode_bytes`` of the UTF-8 text); ``<s>`` starts every input, as in training.
 
 Inputs longer than the model can represent (learned absolute positions have ``max_length()``)
 are truncated from the left, keeping the last ``max_length`` tokens, as lm-eval's ``hf`` model
@@ -38,7 +39,9 @@ from suite.model.lm import PosBenchLM
 from suite.config.build import model_spec_from_dict
 from suite.results.store import verified_run
 from suite.training.checkpoint import trained_record
+from tasks import TASKS
 from tasks.base import BOS_ID, EOS_ID, PAD_ID, VOCAB_SIZE, decode, encode
+from tasks.text import decode_bytes, encode_bytes
 
 log = logging.getLogger("posbench")
 DEFAULT_BATCH = 32
@@ -148,6 +151,8 @@ class PosBenchEvalLM(TemplateLM):
         if threads:
             torch.set_num_threads(int(threads))
         self.run_id = self.payload["run"].get("run_id")
+        names = [t["name"] for t in self.payload["run"]["spec"]["tasks"]]
+        self.byte_level = all(getattr(TASKS.get(n), "byte_level", False) for n in names)  # text read as bytes
         size = str(batch_size or DEFAULT_BATCH)
         self.batch_size = int(size) if size.isdigit() else DEFAULT_BATCH  # "auto": the default
         self._warned = False
@@ -171,13 +176,13 @@ class PosBenchEvalLM(TemplateLM):
 
     def tok_encode(self, string: str, add_special_tokens: bool | None = None, **kwargs) -> list[int]:
         """Whitespace tokens; ``<s>`` first unless ``add_special_tokens=False`` or already there."""
-        ids = encode(string)
+        ids = encode_bytes(string.encode("utf-8")) if self.byte_level else encode(string)
         if add_special_tokens is not False and (not ids or ids[0] != BOS_ID):
             ids = [BOS_ID, *ids]
         return ids
 
     def tok_decode(self, ids) -> str:
-        return decode(ids)
+        return decode_bytes(ids).decode("utf-8", "replace") if self.byte_level else decode(ids)
 
     # ---- scoring
     def _window(self, ids: list[int], extra: int = 0) -> list[int]:
@@ -270,7 +275,7 @@ class PosBenchEvalLM(TemplateLM):
         results = []
         for req, job in zip(requests, jobs):
             gen = job.generated
-            text = decode(gen[:-1] if gen and gen[-1] == EOS_ID else gen)
+            text = self.tok_decode(gen[:-1] if gen and gen[-1] == EOS_ID else gen)
             for stop in job.until:
                 text = text.split(stop)[0] if stop else text
             self.cache_hook.add_partial("generate_until", req.args, text)

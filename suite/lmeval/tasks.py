@@ -9,6 +9,10 @@ PosBench's own evaluation sets. Task metadata (``--metadata`` JSON) sets ``lengt
 Documents alternate between the lengths; results are reported per length, and ``--limit N``
 takes the first N documents of each length (``suite.lmeval.task_class``).
 
+A natural-text task's document (``byte_level``: code, prose) is one held-out window: its bytes
+after ``<s>`` as text (``text``; every window is whole UTF-8 characters) and its byte count
+(``n_bytes``), scored by ``loglikelihood_rolling`` as bits per byte (``process_results_bytes``).
+
 A document is the example's text after ``<s>`` up to its first answer token (``prompt``), the
 answers, their ``target`` (the answers joined by spaces), their token count ``answer_len`` (the
 generation limit), the example's ``length``, and ``scored``: the words of every token the suite
@@ -40,6 +44,7 @@ from suite.config.spec import EXAMPLES_MAX, TaskSpec
 from suite.options import COUNT_MAX, LENGTH_MAX
 from tasks import TASKS, build_task
 from tasks.base import BOS_ID, EOS_ID, VOCAB, Example, decode
+from tasks.text import decode_bytes
 
 DEFAULT_LENGTHS = (32, 64)
 DEFAULT_N = 50
@@ -80,6 +85,13 @@ def example_docs(example: Example, length: int, index: int) -> list[dict]:
     return docs
 
 
+def text_docs(example: Example, length: int, index: int) -> list[dict]:
+    """A natural-text window as one document: its bytes after ``<s>`` as text, and their count."""
+    data = decode_bytes(example.tokens[1:])
+    return [{"example": f"{length}/{index}", "length": length, "query": 0, "text": data.decode("utf-8"),
+             "n_bytes": len(data)}]
+
+
 def _lengths(lengths) -> list[int]:
     """The lengths, each a positive integer within the suite's length bound (``suite.options.LENGTH_MAX``)."""
     values = [lengths] if isinstance(lengths, int) else list(lengths)
@@ -99,6 +111,7 @@ def build_docs(name: str, lengths=DEFAULT_LENGTHS, n_examples: int = DEFAULT_N, 
         raise ValueError(f"metadata data_seed={data_seed!r}: must be an integer in [0, {COUNT_MAX:,}]")
     data_seed = default_seed() if data_seed is None else data_seed
     task = task_of(name, params).build()
+    docs_of = text_docs if getattr(task, "byte_level", False) else example_docs
     sets = {}
     for length in _lengths(lengths):
         try:
@@ -110,7 +123,7 @@ def build_docs(name: str, lengths=DEFAULT_LENGTHS, n_examples: int = DEFAULT_N, 
         per_length = []
         for length, examples in sets.items():
             ex = examples[i]
-            per_length.append(example_docs(ex, length, i))
+            per_length.append(docs_of(ex, length, i))
             if "candidates" in ex.meta:
                 for doc in per_length[-1]:
                     doc.update(choices=[decode(c) for c in ex.meta["candidates"]], gold=int(ex.meta["gold"]))
@@ -223,6 +236,13 @@ def any_by_example(items) -> float:
     """Mean over examples of 1 if any of its answers was found (RULER's string_match_part)."""
     groups = _per_example(items)
     return sum(float(any(g)) for g in groups) / len(groups)
+
+
+def process_results_bytes(doc: dict, results: list) -> dict:
+    """Natural text: the window's (log-likelihood, bytes), for lm-eval's ``bits_per_byte`` aggregation."""
+    if blanked(results):
+        return {}
+    return {"bits_per_byte": (float(results[0]), int(doc["n_bytes"]))}
 
 
 def process_results_rank(doc: dict, results: list[tuple[float, bool]]) -> dict[str, float]:

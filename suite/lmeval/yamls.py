@@ -5,6 +5,8 @@ to write.
 Each task's YAML names the template that scores it (``suite/lmeval/yaml/_*_template``), chosen by
 what the task is:
 
+* a natural-text task (``byte_level``: code, prose): ``_rolling_template``, lm-eval's
+  ``loglikelihood_rolling`` over each held-out window, giving bits per byte;
 * a task that ranks candidates (it has ``score_candidates``): ``_choice_template``, lm-eval's
   ``multiple_choice``;
 * a task whose answers sit between queries (answer spans apart from each other, so
@@ -48,6 +50,8 @@ PROBE_LIMIT = 4096  # the longest length probed for a task's shortest example
 def template(name: str) -> str:
     """The template that scores task ``name`` (see the module docstring)."""
     task = task_spec(name).build()
+    if getattr(task, "byte_level", False):
+        return "_rolling_template"
     if hasattr(task, "score_candidates"):
         return "_choice_template"
     length = shortest_length(task, PROBE_LIMIT)
