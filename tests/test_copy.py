@@ -47,7 +47,7 @@ def test_text_round_trips_through_the_whitespace_tokenizer():
 
 def test_unknown_task_lists_the_valid_ones():
     assert "copy" in TASKS
-    with pytest.raises(ValueError, match="unknown task 'sorting'; valid tasks: copy"):
+    with pytest.raises(ValueError, match=r"unknown task 'sorting'; valid tasks: (\w+, )*copy, (\w+, )*vt$"):
         build_task("sorting")
     with pytest.raises(ValueError, match="alphabet"):
         build_task("copy", alphabet=1)
