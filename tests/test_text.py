@@ -311,3 +311,26 @@ def test_the_lm_recipes_build_and_their_eval_sets_fit_the_held_out_text(name):
             assert spec.train.seq_len >= 512
         task = spec.tasks[0].build()
         assert len(task.eval_set(max(spec.eval_lengths), spec.eval.seed, spec.eval.n_examples)) == spec.eval.n_examples
+
+
+def test_the_report_says_effective_length_does_not_apply_to_bits_per_byte():
+    """A board of text tasks prints why its effective-length section holds no table, and a board
+    mixing text with synthetic tasks names the text tasks the table leaves out.
+
+    Mutation check: ``effective_note`` returning '' (or naming the tasks that have a column) in
+    suite/report/render.py makes this fail."""
+    from suite.report import tables
+    from suite.report.render import effective_note
+    from tests.test_report import _row, frame
+
+    text = [_row(f"{s}-{seed}", s, seed, "code", e, v + 0.1 * seed, metric="bits_per_byte")
+            for s, v in (("alibi", 2.0), ("rope", 3.0)) for seed in (0, 1) for e in (32, 64)]
+    copy = [_row(f"{s}-c{seed}", s, seed, "copy", e, v, metric="token_accuracy")
+            for s, v in (("alibi", 0.95), ("rope", 0.9)) for seed in (0, 1) for e in (32, 64)]
+    for rows, expected in ((text, "every task of this board (code) is scored by one where lower is better"),
+                           (text + copy, "Not applicable to code: scored by a metric where lower is better.")):
+        board = tables.leaderboard(frame(rows))
+        r = {"tasks": sorted(board.task.unique()), "effective": tables.effective_length(board)}
+        assert expected in effective_note(r)
+    board = tables.leaderboard(frame(copy))
+    assert effective_note({"tasks": ["copy"], "effective": tables.effective_length(board)}) == ""

@@ -193,6 +193,24 @@ def effective_display(t: pd.DataFrame) -> pd.DataFrame:
     return t.apply(lambda col: col.map(lambda v: f"{int(v)} tokens" if pd.notna(v) and v > 0 else tables.EMPTY))
 
 
+def effective_note(r: dict) -> str:
+    """What the effective-length table leaves out: the tasks scored by a metric where lower is
+    better (bits per byte, loss), which no threshold on a rising score fits; '' when none."""
+    lower = sorted(t for t in r["tasks"] if t not in r["effective"].columns)
+    if not lower:
+        return ""
+    which = ", ".join(lower)
+    if len(lower) == len(r["tasks"]):
+        return (f"Not applicable: effective length reads a threshold on a score where higher is better, and every "
+                f"task of this board ({which}) is scored by one where lower is better.")
+    return f"Not applicable to {which}: scored by a metric where lower is better."
+
+
+def _has_effective(r: dict) -> bool:
+    """Whether any task of the board has an effective length (a metric where higher is better)."""
+    return any(t in r["effective"].columns for t in r["tasks"])
+
+
 def _mrr_marks(board: pd.DataFrame) -> dict[str, str]:
     """{scheme: 'copy 1 of 5, vt 2 of 5'}: the tasks on which some of a scheme's runs did not learn."""
     rows = board.drop_duplicates(["scheme", "task"])
@@ -257,7 +275,10 @@ def markdown(r: dict) -> str:
                 _ref_display(r["ref_paper"], "published").to_markdown(disable_numparse=True), "",
                 _ref_display(r["ref_ours"], "ours").to_markdown(disable_numparse=True), "",
                 r["ref_agreement"].to_markdown(index=False, floatfmt=".2f"), ""]
-    out += ["## Effective length", "", _md(effective_display(r["effective"])), ""]
+    note = effective_note(r)
+    out += ["## Effective length", ""] + ([note, ""] if note else [])
+    if _has_effective(r):
+        out += [_md(effective_display(r["effective"])), ""]
     if not r["recency"].empty:
         out += ["## Recency gap (diagnostics)", "", RECENCY_TEXT, "", _md(r["recency"]), "",
                 "![recency](plots/recency.png)", "", "![profiles](plots/profiles.png)", ""]
@@ -305,7 +326,9 @@ def html_page(r: dict, plots: dict[str, Plot]) -> str:
         parts += [_table_html(_ref_display(r["ref_paper"], "published")),
                   _table_html(_ref_display(r["ref_ours"], "ours")),
                   _table_html(r["ref_agreement"], index=False, floatfmt="{:.2f}")]
-    parts += ["<h2>Effective length</h2>", _table_html(effective_display(r["effective"]))]
+    parts += ["<h2>Effective length</h2>"] + ([f"<p>{esc(effective_note(r))}</p>"] if effective_note(r) else [])
+    if _has_effective(r):
+        parts.append(_table_html(effective_display(r["effective"])))
     if not r["recency"].empty:
         parts += ["<h2>Recency gap (diagnostics)</h2>", f"<p>{esc(RECENCY_TEXT)}</p>", _table_html(r["recency"], index=False),
                   _img("recency", r["recency_plot"]), _img("profiles", r["profile_plot"])]
