@@ -326,7 +326,8 @@ def html_page(r: dict, plots: dict[str, Plot]) -> str:
         parts += [_table_html(_ref_display(r["ref_paper"], "published")),
                   _table_html(_ref_display(r["ref_ours"], "ours")),
                   _table_html(r["ref_agreement"], index=False, floatfmt="{:.2f}")]
-    parts += ["<h2>Effective length</h2>"] + ([f"<p>{esc(effective_note(r))}</p>"] if effective_note(r) else [])
+    note = effective_note(r)
+    parts += ["<h2>Effective length</h2>"] + ([f"<p>{esc(note)}</p>"] if note else [])
     if _has_effective(r):
         parts.append(_table_html(effective_display(r["effective"])))
     if not r["recency"].empty:
