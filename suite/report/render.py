@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.report import references, tables
+from suite.report import references, tables, verdict
 from suite.report.plots import Plot, plot_profiles, plot_recency, plot_summary, plot_task
 from suite.report.styles import style_map
 from suite.files import write_atomic
@@ -84,6 +84,7 @@ def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = tab
     ref = references.load(sweep)
     return {
         "sweep": sweep, "board": board, "mrr": mrr, "tie": tie, "threshold": threshold, "metric": metric,
+        "verdict": verdict.verdict(mrr), "setup": verdict.setup(df, rows),
         "metrics": tables.headline_metrics(df, metric),
         "tasks": sorted(board.task.unique()), "effective": tables.effective_length(board, threshold),
         "styles": style_map([*board.scheme, *(s for b in splits.values() for s in b.scheme)]),
@@ -254,7 +255,7 @@ def _md(t: pd.DataFrame, floatfmt: str = ".3f") -> str:
 
 
 def markdown(r: dict) -> str:
-    out = [f"# PosBench leaderboard: `{r['sweep']}`", ""]
+    out = [f"# PosBench leaderboard: `{r['sweep']}`", "", f"**{r['verdict']}**", "", r["setup"], ""]
     if r["warning"]:
         out += [f"> **Warning: {r['warning']}**", ""]
     if r["summary_plot"] is not None:
@@ -303,7 +304,8 @@ def _img(alt: str, plot: Plot, attrs: str = "") -> str:
 
 def html_page(r: dict, plots: dict[str, Plot]) -> str:
     esc = html.escape
-    parts = [f"<h1>PosBench leaderboard: <code>{esc(r['sweep'])}</code></h1>"]
+    parts = [f"<h1>PosBench leaderboard: <code>{esc(r['sweep'])}</code></h1>",
+             f"<p id='verdict'><strong>{esc(r['verdict'])}</strong></p>", f"<p id='setup'>{esc(r['setup'])}</p>"]
     if r["warning"]:
         parts += [f"<p class='warn'>Warning: {esc(r['warning'])}</p>"]
     if r["summary_plot"] is not None:
