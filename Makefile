@@ -45,7 +45,8 @@ sweep: install ## run a sweep (SWEEP=default|flagship|kz|windows|hybrids|zoo|sta
 report: install ## build reports/<sweep>/ from <RESULTS>/<sweep>/ (RESULTS=results), else from published/<sweep>.jsonl.gz (FROM=results|published, BESIDE=<folder or .jsonl.gz>, METRIC=..., WANDB=offline|online, PROJECT=..., ENTITY=...)
 	$(BIN)/python -m suite.report $(SWEEP) $(if $(RESULTS),--results $(RESULTS)) $(if $(FROM),--from $(FROM)) $(foreach b,$(BESIDE),--beside $(b)) $(if $(METRIC),--metric $(METRIC)) $(if $(WANDB),--wandb $(WANDB)) $(if $(PROJECT),--project $(PROJECT)) $(if $(ENTITY),--entity $(ENTITY))
 
-report-check: install ## open every reports/*/index.html in headless Chromium and check what a reader sees (apt-get install chromium)
+report-check: install ## check that README's marked tables quote only numbers their reports hold, then open every reports/*/index.html in headless Chromium and check what a reader sees (apt-get install chromium)
+	$(BIN)/python -m suite.report.readme_check
 	$(BIN)/pip install -q -e ".[check]"
 	$(BIN)/python -m suite.report.check $(patsubst %/index.html,%,$(wildcard reports/*/index.html))
 
