@@ -9,6 +9,7 @@ only (runs.seed.iloc[:1]) makes test_a_board_opens_with_its_verdict_and_setup fa
 without the verdict line makes test_a_board_opens_with_its_verdict_and_setup fail."""
 import pandas as pd
 
+from suite.config.codedigest import spec_digest
 from suite.report import render, verdict
 from suite.results import store
 from tests.conftest import spec_for
@@ -26,6 +27,7 @@ def _toy(folder):
             rows = [_row(run, scheme, seed, "copy", length, value - 0.01 * seed, steps=80)
                     for length, value in zip((32, 64, 128), values)]
             spec = spec_for(rows, model={"layers": [{"position": scheme, "span": "full"}]})
+            rows = [{**r, "code_digest": spec_digest(spec)} for r in rows]  # this checkout's code: no warning
             store.write_run(folder, "toy", run, {"run_id": run, "sweep": "toy", "spec": spec}, rows)
     return folder / "toy"
 
@@ -38,7 +40,7 @@ def test_a_board_opens_with_its_verdict_and_setup(tmp_path):
             "(0.50 [0.50, 0.50]); separated from the second at the 95 % level: yes (the two intervals do not overlap).")
     setup = ("Setup: model tiny (4 layers, d_model 64, 4 heads); 80 steps; trained at L = 32 tokens; "
              "evaluated at 32, 64, 128 tokens; seeds 0, 1, 2; 9 runs.")
-    assert md[:5] == ["# PosBench leaderboard: `toy`", "", f"**{want}**", "", setup]
+    assert md[:5] == ["# PosBench leaderboard: `toy`", "", f"**{want}**", "", setup]  # a stale-code warning comes first
     page = (out / "index.html").read_text()
     head = page.split("<h2>")[0]  # before the first section
     assert f"<p id='verdict'><strong>{want}</strong></p>" in head and f"<p id='setup'>{setup}</p>" in head
@@ -59,7 +61,9 @@ def test_the_verdict_says_whether_the_first_two_are_separated():
     alike = _mrr([("path", 0.594, 0.58, 0.68, 0.6, 0.5, 0.7), ("kerple", 0.591, 0.54, 0.68, 0.6, 0.5, 0.7)])
     assert "(0.594 [0.580, 0.680]), ahead of kerple (0.591" in verdict.verdict(alike)  # 0.59 and 0.59 told apart
     tied = _mrr([("rope", 0.5, 0.4, 0.6, 0.5, 0.4, 0.6), ("nope", 0.5, 0.45, 0.55, 0.5, 0.45, 0.55)])
-    assert verdict.verdict(tied).startswith("rope and nope share the first place by MRR")
+    assert verdict.verdict(tied) == ("rope and nope share the first place by MRR beyond the training length (0.50 "
+                                     "[0.40, 0.60] and 0.50 [0.45, 0.55]); separated from each other at the 95 % level: "
+                                     "no (the two intervals overlap: their order may be noise).")
     no_ood = _mrr([("rope", float("nan"),) * 1 + (float("nan"),) * 2 + (0.75, 0.7, 0.8)])
     assert verdict.verdict(no_ood) == ("rope is the only scheme ranked by MRR over all cells (0.75 [0.70, 0.80]): "
                                        "nothing to compare.")

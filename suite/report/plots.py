@@ -52,7 +52,7 @@ LINE_HEIGHT = 0.16  # inches of legend a line takes at fontsize 7
 def height_for(n_lines: int, base: float = 3.6) -> float:
     """A figure height (inches) that holds a one-column legend of ``n_lines`` beside the axes:
     ``base`` up to about 18 lines, then ``LINE_HEIGHT`` more per line."""
-    return max(base, LINE_HEIGHT * n_lines + 0.8)
+    return max(base, LINE_HEIGHT * n_lines + 0.75)  # the title and the x axis take the rest
 
 
 def legend_beside(fig, ax):

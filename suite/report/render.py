@@ -255,9 +255,10 @@ def _md(t: pd.DataFrame, floatfmt: str = ".3f") -> str:
 
 
 def markdown(r: dict) -> str:
-    out = [f"# PosBench leaderboard: `{r['sweep']}`", "", f"**{r['verdict']}**", "", r["setup"], ""]
+    out = [f"# PosBench leaderboard: `{r['sweep']}`", ""]
     if r["warning"]:
         out += [f"> **Warning: {r['warning']}**", ""]
+    out += [f"**{r['verdict']}**", "", r["setup"], ""]
     if r["summary_plot"] is not None:
         out += ["![summary: every scheme on every task at the first length beyond training](plots/summary.png)", ""]
     out += ["## Mean Reciprocal Rank", "", _mrr_text(r), "", mrr_display(r["mrr"], r["mrr_marks"]).to_markdown(index=False), "",
@@ -304,10 +305,10 @@ def _img(alt: str, plot: Plot, attrs: str = "") -> str:
 
 def html_page(r: dict, plots: dict[str, Plot]) -> str:
     esc = html.escape
-    parts = [f"<h1>PosBench leaderboard: <code>{esc(r['sweep'])}</code></h1>",
-             f"<p id='verdict'><strong>{esc(r['verdict'])}</strong></p>", f"<p id='setup'>{esc(r['setup'])}</p>"]
+    parts = [f"<h1>PosBench leaderboard: <code>{esc(r['sweep'])}</code></h1>"]
     if r["warning"]:
         parts += [f"<p class='warn'>Warning: {esc(r['warning'])}</p>"]
+    parts += [f"<p id='verdict'><strong>{esc(r['verdict'])}</strong></p>", f"<p id='setup'>{esc(r['setup'])}</p>"]
     if r["summary_plot"] is not None:
         parts += [_img("summary: every scheme on every task at the first length beyond training", r["summary_plot"],
                        ' id="summary"')]

@@ -33,11 +33,12 @@ def verdict(mrr: pd.DataFrame) -> str:
         separated = "no (the two intervals overlap: their order may be noise)"
     else:
         separated = "yes (the two intervals do not overlap)"
-    lead = (f"{top.scheme} and {second.scheme} share the first place by MRR {where}" if top[name] == second[name]
-            else f"{top.scheme} ranks first by MRR {where}")
+    if top[name] == second[name]:
+        return (f"{top.scheme} and {second.scheme} share the first place by MRR {where} ({_interval(top, name)} and "
+                f"{_interval(second, name)}); separated from each other at the 95 % level: {separated}.")
     digits = 2 if f"{top[name]:.2f}" != f"{second[name]:.2f}" else 3  # two MRRs that read alike at 2 decimals
-    return (f"{lead} ({_interval(top, name, digits)}), ahead of {second.scheme} ({_interval(second, name, digits)}); "
-            f"separated from the second at the 95 % level: {separated}.")
+    return (f"{top.scheme} ranks first by MRR {where} ({_interval(top, name, digits)}), ahead of {second.scheme} "
+            f"({_interval(second, name, digits)}); separated from the second at the 95 % level: {separated}.")
 
 
 def _values(series: pd.Series) -> str:
