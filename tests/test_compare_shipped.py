@@ -13,9 +13,10 @@ import pytest
 from suite import files
 from suite.config.build import run_spec_from_dict
 from suite.report import tables
-from suite.report.compare import compare_table, main
+from suite.report.compare import compare_table, main, match_key
 from suite.results import store
 from tests.conftest import fast_or_exhaustive
+from tests.test_sweeps import _built_jobs
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "published"
 BOARDS = sorted(p.name for p in PUBLISHED.glob("*.jsonl.gz"))
@@ -72,3 +73,16 @@ def test_two_shipped_boards_of_the_same_runs_match_both_ways(tmp_path, capsys):
         printed = capsys.readouterr().out
         assert "A against B: 72 cells:" in printed
         assert max(len(line) for line in printed.splitlines() if not line.startswith(("A  ", "B  ", "wrote"))) <= 120
+
+
+@pytest.mark.parametrize("name", fast_or_exhaustive(BOARDS, fast={"default.jsonl.gz"}))
+def test_todays_sweep_file_composes_the_configurations_its_shipped_board_holds(name):
+    """``make sweep SWEEP=<name>`` today would store runs of exactly the configurations of
+    ``published/<name>.jsonl.gz`` (matched as ``compare`` matches them), so a fresh rerun is
+    compared cell for cell without training here.
+
+    Mutation check: keeping ``model.name`` in ``compare.configuration`` makes the kz and
+    flipflop_path cases fail (their sweep files name the model 'tiny(n_heads=2)', the board 'tiny')."""
+    today = {match_key(spec.to_dict()) for _, spec in _built_jobs(Path(name).name.removesuffix(".jsonl.gz"))}
+    shipped = {match_key(payload["run"]["spec"]) for _, payload in store.payloads(PUBLISHED / name)}
+    assert today == shipped

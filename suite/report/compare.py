@@ -4,13 +4,13 @@ by cell, with the difference of each cell and a verdict.
 Each source is a results folder or a shipped ``published/<sweep>.jsonl.gz``; its leaderboard is
 built as the report builds it (``tables.primary`` and ``tables.board_of``). Cells are matched by
 the configuration a user means, with task, eval length and metric: the stored spec less its seed,
-code digest and the sweep it is stored in (``match_key``), so fresh runs match a shipped board and
-two shipped boards holding the same runs match each other. The first source is compared with each
-other one: its mean minus theirs over seeds with Welch's 95 % t interval, and a verdict (same,
-better, worse, not separated, ...; ``suite.report.difference``). Writes ``compare.csv`` and
-``compare.png`` under ``--out``; exits 1 when a source holds no results or no configuration is in
-every source, 2 on a bad ``--out``, source or ``--metric`` (``suite.commandline.check_output``,
-``store.read_source``, ``suite.report.choices``)."""
+code digest and the sweep it is stored in (``match_key``; the model's name, a label, is left out
+too), so fresh runs match a shipped board and two shipped boards holding the same runs match each
+other. The first source is compared with each other one: its mean minus theirs over seeds with
+Welch's 95 % t interval, and a verdict (same, better, worse, not separated, ...;
+``suite.report.difference``). Writes ``compare.csv`` and ``compare.png`` under ``--out``; exits 1
+when a source holds no results or no configuration is in every source, 2 on a bad ``--out``, source
+or ``--metric`` (``suite.commandline.check_output``, ``store.read_source``, ``suite.report.choices``)."""
 from __future__ import annotations
 
 import hashlib
@@ -31,7 +31,9 @@ PER_SOURCE = ("mean", "ci_low", "ci_high", "n_seeds")
 def configuration(spec: str | dict) -> dict:
     """The configuration a stored spec describes: the spec rebuilt by this code with the options
     at their defaults left out (so a spec stored before an option existed reads like one stored
-    after), less ``IGNORED``. A spec this code cannot rebuild is taken as stored."""
+    after), less ``IGNORED`` and the model's ``name`` (a label of the sizes the model spec states
+    in full: 'tiny' and 'tiny(n_heads=2)' name one model when its fields agree). A spec this code
+    cannot rebuild is taken as stored."""
     from suite.config.build import run_spec_from_dict
 
     d = json.loads(spec) if isinstance(spec, str) else dict(spec)
@@ -39,6 +41,8 @@ def configuration(spec: str | dict) -> dict:
         d = run_spec_from_dict(d).to_dict(drop_defaults=True)
     except (ValueError, KeyError, TypeError, AttributeError):
         pass
+    if isinstance(d.get("model"), dict):
+        d = {**d, "model": {k: v for k, v in d["model"].items() if k != "name"}}
     return {k: v for k, v in d.items() if k not in IGNORED}
 
 
