@@ -17,7 +17,7 @@ from suite.report.compare import compare_table, main
 from suite.report.compare_plot import plot
 from suite.report.compare_text import render
 from suite.results import shipped, store
-from tests.conftest import make_spec
+from tests.conftest import make_spec, spec_for
 from tests.test_report import _row
 
 # the hand computation of Welch's interval for 3 against 3 seeds with s² = 0.01 on each side:
@@ -46,6 +46,18 @@ def _store(root, sweep, run_spec, label, values, *, code, shipped_like=False, dr
         rows = [{**_row(rid, label, seed, "copy", n, v[seed], metric=metric, config=run.config_hash,
                         steps=run.train.steps), "sweep": sweep} for n, v in values.items()]
         store.write_run(root, sweep, rid, {"run_id": rid, "sweep": sweep, "spec": stored}, rows)
+    return root / sweep
+
+
+def _sweep(root, sweep, cells, digest=""):
+    """A toy sweep folder (also used by the message and fault tests): cells {(scheme, seed): (value
+    at 32, value at 64)}; config_hash cfg-<scheme><digest>, specs that name only what the store checks."""
+    for (scheme, seed), (v32, v64) in cells.items():
+        rid = f"{scheme}-{seed}"
+        rows = [{**_row(rid, scheme, seed, "copy", n, v, config=f"cfg-{scheme}{digest}"), "sweep": sweep}
+                for n, v in ((32, v32), (64, v64))]
+        spec_ = spec_for(rows, model={"layers": [{"position": scheme, "span": "full"}]})
+        store.write_run(root, sweep, rid, {"run_id": rid, "sweep": sweep, "spec": spec_}, rows)
     return root / sweep
 
 
@@ -243,3 +255,15 @@ def test_the_comparison_plot_gives_each_of_thirteen_schemes_its_own_look(monkeyp
     assert all(looks[f"{s} [A]"] == looks[f"{s} [B]"] for s in schemes)
     monkeypatch.undo()
     plt.close(figures[0])
+
+
+def test_a_source_given_twice_is_compared_with_itself(tmp_path, capsys):
+    """Every cell is the same; the second copy's columns are named '<source> #2'.
+
+    Mutation check: keying the sources by path in ``main`` (``names = list(args.sources)``)
+    collapses the two into one and makes this fail."""
+    a, _ = _pair(tmp_path)
+    assert main([str(a), str(a), "--out", str(tmp_path / "cmp")]) == 0
+    csv = pd.read_csv(tmp_path / "cmp" / "compare.csv")
+    assert len(csv) == 4 and (csv[f"verdict [{a} #2]"] == "same").all()
+    assert "A against B: 4 cells: 4 same" in capsys.readouterr().out

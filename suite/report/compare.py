@@ -111,6 +111,16 @@ def csv_table(table: pd.DataFrame) -> pd.DataFrame:
     return table.drop(columns=[c for c in table if c.startswith("values [")]).round(4)
 
 
+def unique_names(sources: list[str]) -> list[str]:
+    """The sources as the table's columns name them: a source given again is 'path #2', ..."""
+    seen: dict[str, int] = {}
+    out = []
+    for source in sources:
+        seen[source] = seen.get(source, 0) + 1
+        out.append(source if seen[source] == 1 else f"{source} #{seen[source]}")
+    return out
+
+
 @command
 def main(argv: list[str] | None = None, prog: str = "python -m suite.report.compare") -> int:
     p = parser(prog, __doc__)
@@ -130,7 +140,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report.comp
     for source in args.sources:
         if (problem := store.source_problem(source)) is not None:
             raise Refused(f"{p.prog}: error: source {source!r}: {problem}", 2)
-    frames = {source: store.read_source(p.prog, "source", source) for source in args.sources}
+    read = {source: store.read_source(p.prog, "source", source) for source in dict.fromkeys(args.sources)}
+    names = unique_names(args.sources)
+    frames = {name: read[source] for name, source in zip(names, args.sources)}
     choices.check_metric(p.prog, args.metric, frames)
     table = compare_table(frames, args.metric)
     if table.empty:
@@ -138,8 +150,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report.comp
               f"{', '.join(IGNORED)})", file=sys.stderr)
         return 1
     files.write_atomic(out / "compare.csv", csv_table(table).to_csv(index=False))
-    files.write_atomic(out / "compare.png", plot(table, args.sources))
-    print(render(table, args.sources, {s: df.run_id.nunique() for s, df in frames.items()}))
+    files.write_atomic(out / "compare.png", plot(table, names))
+    print(render(table, names, {s: df.run_id.nunique() for s, df in frames.items()}))
     print(f"wrote {out / 'compare.csv'} and {out / 'compare.png'}")
     return 0
 
