@@ -1,5 +1,7 @@
 """``posbench compare A B [C ...]`` (``python -m suite.report.compare``): two or more sweeps cell
-by cell, with the difference of each cell and a verdict.
+by cell. Cells are matched by configuration (the stored spec less seed, code digest and sweep); the
+first source's mean is compared with each other source's: the difference over seeds with Welch's
+95 % t interval, and a verdict (same, better, worse, not separated).
 
 Each source is a results folder or a shipped ``published/<sweep>.jsonl.gz``; its leaderboard is
 built as the report builds it (``tables.primary`` and ``tables.board_of``). Cells are matched by
