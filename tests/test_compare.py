@@ -267,3 +267,20 @@ def test_a_source_given_twice_is_compared_with_itself(tmp_path, capsys):
     csv = pd.read_csv(tmp_path / "cmp" / "compare.csv")
     assert len(csv) == 4 and (csv[f"verdict [{a} #2]"] == "same").all()
     assert "A against B: 4 cells: 4 same" in capsys.readouterr().out
+
+
+def test_a_single_fresh_run_is_judged_against_a_shipped_cell(tmp_path, capsys):
+    """One seed (0.95) against three (0.5, 0.52, 0.48): 0.45 ± t_{0.975, 2} · 0.02 · √(4/3), better,
+    printed with its interval.
+
+    Mutation check: giving one seed no interval (``len(a) < 2 or len(b) < 2`` in the first test of
+    ``welch_interval``) makes this fail ('too few seeds')."""
+    a = _store(tmp_path / "fresh", "a", spec("position=rope"), "rope", {32: [0.95]}, code="aaaa")
+    b = _store(tmp_path / "shipped", "b", spec("position=rope"), "rope", {32: [0.5, 0.52, 0.48]}, code="bbbb",
+               shipped_like=True)
+    half = 4.302653 * 0.02 * (4 / 3) ** 0.5
+    row = compare_table({"A": store.load(a), "B": store.load(b)}).iloc[0]
+    assert (row["n_seeds [A]"], row["n_seeds [B]"], row["verdict [B]"]) == (1, 3, "better")
+    assert (row["diff_low [B]"], row["diff_high [B]"]) == (pytest.approx(0.45 - half), pytest.approx(0.45 + half))
+    assert main([str(a), str(b), "--out", str(tmp_path / "cmp")]) == 0
+    assert "+0.450 [+0.351, +0.549]  better" in capsys.readouterr().out

@@ -31,15 +31,28 @@ def test_the_welch_interval_equals_the_hand_computation():
     assert (low, high) == (pytest.approx(scipy_ci.low), pytest.approx(scipy_ci.high))
 
 
-def test_no_spread_one_seed_and_no_value():
-    """Neither side varies: the interval is the difference itself; one seed on a side: no
+def test_one_seed_against_several_is_judged_by_the_prediction_interval_of_one_draw():
+    """0.9 against (0.5, 0.7, 0.6): d = 0.3, s = 0.1, n = 3: d ± t_{0.975, 2} · 0.1 · √(1 + 1/3) =
+    0.3 ± 4.302653 · 0.1154701 = 0.3 ± 0.4968276; the same with the sides swapped, negated.
+
+    Mutation check: Welch's se with the single seed's variance taken as 0 (s · √(1/n)) makes this
+    fail; so does t with n degrees of freedom."""
+    half = 4.302653 * 0.1 * math.sqrt(4 / 3)
+    diff, low, high = welch_interval([0.9], [0.5, 0.7, 0.6])
+    assert (diff, low, high) == (pytest.approx(0.3), pytest.approx(0.3 - half), pytest.approx(0.3 + half))
+    assert welch_interval([0.5, 0.7, 0.6], [0.9]) == (pytest.approx(-0.3), pytest.approx(-0.3 - half),
+                                                     pytest.approx(-0.3 + half))
+
+
+def test_no_spread_one_seed_each_and_no_value():
+    """Neither side varies: the interval is the difference itself; one seed on each side: no
     interval; no finite value on a side: no difference (NaN is dropped, not averaged).
 
     Mutation check: dropping the ``se == 0`` case (a NaN ν) makes the first assertion fail;
     dropping the NaN filter in ``_finite`` makes the last fail."""
     assert welch_interval([1.0, 1.0, 1.0], [0.5, 0.5]) == (0.5, 0.5, 0.5)
-    diff, low, high = welch_interval([0.7], [0.5, 0.6])
-    assert diff == pytest.approx(0.15) and math.isnan(low) and math.isnan(high)
+    diff, low, high = welch_interval([0.7], [0.5])
+    assert diff == pytest.approx(0.2) and math.isnan(low) and math.isnan(high)
     assert all(math.isnan(x) for x in welch_interval([math.nan], [0.5, 0.6]))
     assert welch_interval([0.8, math.nan, 0.6], [0.5, 0.5])[0] == pytest.approx(0.2)
 
@@ -52,7 +65,10 @@ def test_no_spread_one_seed_and_no_value():
     ((1.60, 1.70, 1.65), (1.10, 1.20, 1.15), False, "worse"),
     ((0.9, 0.95, 1.0), (0.92, 0.97, 0.95), True, "not separated"),
     ((0.9, 0.8, 1.0), (0.5, 0.7, 0.6), None, "higher"),  # a measurement: no better direction
-    ((0.9,), (0.5, 0.7, 0.6), True, "too few seeds"),
+    ((0.9,), (0.7,), True, "too few seeds"),
+    ((0.9,), (0.5, 0.7, 0.6), True, "not separated"),  # one rerun within the prediction interval
+    ((0.95,), (0.5, 0.52, 0.48), True, "better"),  # one rerun outside it
+    ((0.5, 0.52, 0.48), (0.95,), True, "worse"),
     ((0.9,), (0.9,), True, "same"),
     ((math.nan,), (0.5, 0.7), True, "no value"),
 ])

@@ -9,7 +9,8 @@ the configuration a user means, with task, eval length and metric: the stored sp
 code digest and the sweep it is stored in (``match_key``; the model's name, a label, is left out
 too), so fresh runs match a shipped board and two shipped boards holding the same runs match each
 other. The first source is compared with each other one: its mean minus theirs over seeds with
-Welch's 95 % t interval, and a verdict (same, better, worse, not separated, ...;
+Welch's 95 % t interval (for one seed against several, the prediction interval of one draw), and
+a verdict (same, better, worse, not separated, ...;
 ``suite.report.difference``). Writes ``compare.csv`` and ``compare.png`` under ``--out``; exits 1
 when a source holds no results or no configuration is in every source, 2 on a bad ``--out``, source
 or ``--metric`` (``suite.commandline.check_output``, ``store.read_source``, ``suite.report.choices``)."""

@@ -73,7 +73,8 @@ def render(table: pd.DataFrame, sources: list[str], runs: dict[str, int] | None 
     names = letters(sources)
     out = [f"{names[s]}  {s}" + (f" ({runs[s]} runs)" if runs and s in runs else "") for s in sources]
     a, x = names[sources[0]], names[sources[1]] if len(sources) == 2 else "X"
-    out.append(f"{a} - {x}: the difference of means over seeds, Welch's 95 % t interval; verdict: {a} against {x}")
+    out.append(f"{a} - {x}: the difference of means over seeds with Welch's 95 % t interval; verdict: {a} against {x}")
+    out.append("(one seed against several: the 95 % prediction interval of one draw)")
     for other in sources[1:]:
         if len(sources) > 2:
             out += ["", f"== {names[sources[0]]} against {names[other]} =="]

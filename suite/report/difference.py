@@ -7,15 +7,18 @@ its verdict.
   se² = s_a²/n_a + s_b²/n_b (sample variances, ddof 1) and ν is the Welch-Satterthwaite degrees of
   freedom se⁴ / ((s_a²/n_a)²/(n_a-1) + (s_b²/n_b)²/(n_b-1)). It does not assume equal spread, and a
   seed is not paired with the seed of the same number (two sweeps' seed 0 are independent draws
-  once the code differs). Not clipped: a difference may be negative. With fewer than two seeds on
-  a side there is no spread to estimate and no interval (NaN); when neither side varies the
-  interval is the difference itself.
+  once the code differs). Not clipped: a difference may be negative. When neither side varies
+  the interval is the difference itself.
+* One seed on one side (a single rerun against a cell of n ≥ 2 seeds): the single value is judged
+  as one more draw from the other side, with the normal prediction interval of one draw: d ± t_{(1+level)/2,
+  n-1} · s · √(1 + 1/n), s and n the other side's (Hahn and Meeker 1991, "Statistical Intervals: A
+  Guide for Practitioners"). One seed on both sides: no spread to estimate and no interval (NaN).
 * ``verdict``: ``same`` when both cells hold identical values (the same runs, or reruns that
   reproduced every number); else ``better`` or ``worse`` for ``a`` when the interval excludes 0,
   read with the metric's stored direction (``higher_is_better``; bits per byte and losses are lower
   is better); ``higher`` / ``lower`` for a measurement with no better direction; ``not separated``
-  when the interval holds 0; ``too few seeds`` when there is no interval; ``no value`` when a side
-  has no score.
+  when the interval holds 0; ``too few seeds`` when there is no interval (one seed on each side);
+  ``no value`` when a side has no score.
 """
 from __future__ import annotations
 
@@ -35,14 +38,18 @@ def _finite(values) -> np.ndarray:
 
 def welch_interval(a, b, level: float = LEVEL) -> tuple[float, float, float]:
     """(difference, low, high): mean(a) - mean(b) over the finite values of each, and its Welch
-    t interval at ``level``; NaN difference when a side has no value, NaN bounds when a side has
-    fewer than two."""
+    t interval at ``level`` (a prediction interval when one side has one value); NaN difference
+    when a side has no value, NaN bounds when each side has one."""
     a, b = _finite(a), _finite(b)
     if not len(a) or not len(b):
         return math.nan, math.nan, math.nan
     diff = float(a.mean() - b.mean())
-    if len(a) < 2 or len(b) < 2:
+    if len(a) < 2 and len(b) < 2:
         return diff, math.nan, math.nan
+    if len(a) < 2 or len(b) < 2:  # one draw against the spread of the other side's seeds
+        many = b if len(a) < 2 else a
+        half = float(stats.t.ppf((1 + level) / 2, len(many) - 1)) * many.std(ddof=1) * math.sqrt(1 + 1 / len(many))
+        return diff, diff - half, diff + half
     va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
     se = math.sqrt(va + vb)
     if se == 0:
