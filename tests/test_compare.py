@@ -195,13 +195,17 @@ def test_a_lower_is_better_metric_reads_its_direction(tmp_path):
 
 def test_the_table_fits_120_columns_and_shows_the_difference(tmp_path):
     """Mutation check: removing the cut of the scheme column in ``compare_text._lines`` makes the
-    width assertion fail; printing the difference without its interval makes the row assertion fail."""
+    width assertion fail; printing the difference without its interval, or no not-learned mark
+    (``not_learned_marks`` returning ''), makes the row assertion fail."""
     a, b = _pair(tmp_path)
     table = compare_table({"A": store.load(a), "B": store.load(b)})
     text = render(table, ["A", "B"])
     assert "+0.300 [+0.073, +0.527]" in text and "copy: token_accuracy, higher is better, L = 32" in text
     rope = next(line for line in text.splitlines() if line.startswith("rope") and "better" in line)
-    assert rope.split() == ["rope", "32", "0.900", "0.600", "3/3", "+0.300", "[+0.073,", "+0.527]", "better"]
+    # A's seed 1 (0.8) and all of B's seeds score below 0.9 at L: rope is marked for each source
+    assert rope.split() == ["rope", "(A:", "1", "of", "3", "not", "learned;", "B:", "3", "of", "3", "not", "learned)",
+                            "32", "0.900", "0.600", "3/3", "+0.300", "[+0.073,", "+0.527]", "better"]
+    assert not any(line.startswith("alibi (") for line in text.splitlines())  # every alibi run learned
     long = table.assign(scheme="fox " + "decay_time_max=None decay_time_min=None " * 4)
     lines = render(long, ["A", "B"]).splitlines()
     assert max(map(len, lines)) <= 120 and any("…" in line for line in lines)

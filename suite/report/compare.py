@@ -28,7 +28,7 @@ from suite.report.difference import verdict, welch_interval
 
 KEY = ["config", "task", "eval_len", "metric"]
 IGNORED = ("seed", "code", "sweep")  # what two runs of one configuration may differ in
-PER_SOURCE = ("mean", "ci_low", "ci_high", "n_seeds")
+PER_SOURCE = ("mean", "ci_low", "ci_high", "n_seeds", "not_learned", "runs")
 
 
 def configuration(spec: str | dict) -> dict:
@@ -68,7 +68,9 @@ def keyed(df: pd.DataFrame) -> pd.DataFrame:
 
 def cells(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
     """A source's leaderboard cells keyed by ``KEY``: ``scheme, config, task, eval_len, metric,
-    higher_is_better, train_len, mean, ci_low, ci_high, n_seeds, values`` (the seeds' values)."""
+    higher_is_better, train_len, mean, ci_low, ci_high, n_seeds, not_learned, runs`` (how many of
+    the cell row's runs have not learned the task at L, ``tables.not_learned``) and ``values``
+    (the seeds' values)."""
     from suite.report import tables
 
     rows = tables.primary(keyed(df), metric)
@@ -85,7 +87,7 @@ def _direction(x) -> bool | None:
 def compare_table(frames: dict[str, pd.DataFrame], metric: str | None = None) -> pd.DataFrame:
     """One row per (configuration, task, eval length, metric) present in every source: ``scheme``
     (the first source's label), ``higher_is_better``, ``train_len``, then ``mean``, ``ci_low``,
-    ``ci_high``, ``n_seeds`` and ``values`` per source, each suffixed ``[<source>]``, then per
+    ``ci_high``, ``n_seeds``, ``not_learned``, ``runs`` and ``values`` per source, each suffixed ``[<source>]``, then per
     source after the first ``diff``, ``diff_low``, ``diff_high`` (the first source's mean minus
     that source's, Welch's interval) and ``verdict`` (the first source against it)."""
     sources = list(frames)

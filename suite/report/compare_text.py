@@ -1,7 +1,8 @@
 """The terminal table of ``posbench compare``: the sources named by letter, then per pair (the
 first source against each other one) and per task a block of ``scheme, len, A, B, seeds, A - B
-[95 % interval], verdict`` that fits ``WIDTH`` columns (a long scheme label is cut to fit), and a
-count of the verdicts. The per-source intervals are in ``compare.csv`` and ``compare.png``."""
+[95 % interval], verdict`` that fits ``WIDTH`` columns (a long scheme label is cut to fit; a
+scheme with runs that did not learn their task at L is marked per source), and a count of the
+verdicts. The per-source intervals are in ``compare.csv`` and ``compare.png``."""
 from __future__ import annotations
 
 import math
@@ -10,6 +11,7 @@ from collections import Counter
 import pandas as pd
 
 from suite.report.difference import VERDICTS
+from suite.report.tables import learned_mark
 
 WIDTH = 120
 GAP = "  "
@@ -49,6 +51,14 @@ def _lines(header: list[str], rows: list[list[str]], left: set[int]) -> list[str
     return [line(header), *(line(r) for r in rows)]
 
 
+def not_learned_marks(row, letters_of: dict[str, str]) -> str:
+    """' (A: 1 of 3 not learned)': the not-learned mark of each source whose runs of the cell's
+    row include one that did not learn its task at L (``tables.learned_mark``)."""
+    marks = [f"{letter}: {learned_mark(row[f'not_learned [{s}]'], row[f'runs [{s}]']).strip(' ()')}"
+             for s, letter in letters_of.items() if row.get(f"not_learned [{s}]", 0) > 0]
+    return f" ({'; '.join(marks)})" if marks else ""
+
+
 def pair_block(table: pd.DataFrame, first: str, other: str, names: dict[str, str]) -> list[str]:
     """The lines comparing source ``first`` with ``other``: one block per task, then the tally."""
     a, b = names[first], names[other]
@@ -57,7 +67,7 @@ def pair_block(table: pd.DataFrame, first: str, other: str, names: dict[str, str
         lengths = ", ".join(str(int(x)) for x in sorted(d.train_len.dropna().unique()))
         out += ["", f"{task}: {metric}, {_direction(d.higher_is_better.iloc[0])}, L = {lengths}"]
         header = ["scheme", "len", a, b, "seeds", f"{a} - {b} [95 % interval]", "verdict"]
-        rows = [[r.scheme, str(int(r.eval_len)), _num(r[f"mean [{first}]"]), _num(r[f"mean [{other}]"]),
+        rows = [[r.scheme + not_learned_marks(r, {first: a, other: b}), str(int(r.eval_len)), _num(r[f"mean [{first}]"]), _num(r[f"mean [{other}]"]),
                  f"{int(r[f'n_seeds [{first}]'])}/{int(r[f'n_seeds [{other}]'])}",
                  difference_text(r[f"diff [{other}]"], r[f"diff_low [{other}]"], r[f"diff_high [{other}]"]),
                  r[f"verdict [{other}]"]] for _, r in d.iterrows()]
