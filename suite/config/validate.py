@@ -1,5 +1,5 @@
-"""Hydra callback: validate every job of a multirun before the first one trains, and log the
-sweep's wall time.
+"""Hydra callback: validate every job of a multirun before the first one trains, tell the jobs how
+many there are (``suite.progress.write_plan``: "run k of N"), and log the sweep's wall time.
 
 Hydra composes each job only when it launches it, so a bad value in the fifth job of a sweep would
 surface after four runs of training. This callback expands the sweep the way the basic sweeper
@@ -29,6 +29,7 @@ from omegaconf.errors import OmegaConfBaseException
 from suite.config.build import SpecError
 from suite.config.preflight import preflight
 from suite.config.resources import ResourceError, check_results_dir
+from suite.progress import write_plan
 
 log = logging.getLogger("posbench")
 
@@ -76,6 +77,16 @@ def _require_writable(key: str, folder: str) -> None:
         sys.exit(2)
 
 
+def parallelism(launcher) -> int:
+    """How many jobs the launcher runs at once: joblib's ``n_jobs`` (negative: counted back from the
+    cores, as joblib does), submitit's ``array_parallelism``, else 1 (one after another)."""
+    n = launcher.get("n_jobs")
+    if n is not None:
+        n = int(n)
+        return n if n > 0 else max(1, (os.cpu_count() or 1) + 1 + n)
+    return max(1, int(launcher.get("array_parallelism") or 1))
+
+
 class ValidateSweep(Callback):
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
         _require_writable("hydra.run.dir", str(config.hydra.run.dir))  # before Hydra creates it
@@ -111,6 +122,7 @@ class ValidateSweep(Callback):
             log.error("cannot run here: %s", err)
             sys.exit(2)
         log.info("validated %d sweep jobs", len(jobs))
+        write_plan(config.hydra.sweep.dir, len(jobs), min(len(jobs), parallelism(config.hydra.launcher)))
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         if not hasattr(self, "_t0"):
@@ -120,7 +132,7 @@ class ValidateSweep(Callback):
                   "ended": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                   "wall_s": round(time.perf_counter() - self._t0, 2), "jobs": self._jobs,
                   "launcher": str(launcher.get("_target_", "")).rsplit(".", 1)[-1],
-                  "parallel": int(launcher.get("n_jobs") or 1)}
+                  "parallel": int(launcher.get("n_jobs") or 1)}  # as configured, as the record always held
         path = sweep_log_path(config.results_dir, config.sweep_name)
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a") as fh:
