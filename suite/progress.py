@@ -188,3 +188,35 @@ class SweepProgress:
         done = self.done()  # up to this job's own line: what another job appends after it is its own news
         mine = max((i for i, e in enumerate(done) if e.get("job") == self.k), default=len(done) - 1)
         return f"run {self.k} of {self.n} {'finished' if trained else 'already stored'} | {self.status(done[:mine + 1])}"
+
+
+class CountLines:
+    """A count of work items off a terminal (lm-eval's requests, which a tqdm bar shows only on
+    one): a plain line through ``write`` about ``lines`` times, and at the end, 'Running
+    loglikelihood requests 2,780/27,800 (10%) ETA 2m10s', the time left at the pace since it was
+    made. Each update is also handed to ``bar`` (a tqdm bar, off here), so callers hold one object."""
+
+    def __init__(self, bar, total: int, desc: str, write: Callable[[str], None],
+                 clock: Callable[[], float] = time.perf_counter, lines: int = LINES_PER_RUN):
+        self.bar, self.total, self.desc, self.write, self.clock = bar, int(total), desc, write, clock
+        self.step = max(1, -(-self.total // max(1, lines)))  # ceil(total / lines)
+        self.done, self.next, self.t0 = 0, self.step, clock()
+
+    def update(self, n: int = 1) -> None:
+        self.bar.update(n)
+        self.done += n
+        if self.done >= self.next or self.done >= self.total:
+            self.next = (self.done // self.step + 1) * self.step
+            elapsed = self.clock() - self.t0
+            left = elapsed / self.done * max(0, self.total - self.done) if self.done else None
+            self.write(f"{self.desc} {self.done:,}/{self.total:,} ({100 * self.done / max(1, self.total):.0f}%) "
+                       f"ETA {'-' if left is None else duration(left)}")
+
+    def close(self) -> None:
+        self.bar.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
