@@ -110,17 +110,10 @@ def finished_line(run_id: str, status: str, wall_s: float, rows: list[dict], tas
 # A multirun's progress. Hydra numbers its jobs (``hydra.job.num``, 0-based, across the whole
 # sweep) but tells no job how many there are, and with the joblib or submitit launcher each job
 # runs in a worker process of its own. So the sweep's callback (``suite.config.validate``), which
-# expands every job before the first starts, writes the count and the parallelism to PLAN in the
-# sweep's folder (``hydra.sweep.dir``, one per invocation), and every job appends one line to
-# LEDGER when it ends. A job reads both: "run k of N" and the time left from the jobs done.
-PLAN = "_progress.json"
-LEDGER = "_progress.jsonl"
-
-
-def write_plan(sweep_dir, jobs: int, parallel: int) -> None:
-    """The sweep's job count and how many run at once, for its jobs to read (``SweepProgress``)."""
-    Path(sweep_dir).mkdir(parents=True, exist_ok=True)
-    (Path(sweep_dir) / PLAN).write_text(json.dumps({"jobs": int(jobs), "parallel": max(1, int(parallel))}))
+# expands every job before the first starts, writes the count and the parallelism to a plan file in
+# the sweep's folder (``hydra.sweep.dir``, one per invocation: ``validate.PLAN``), and every job
+# appends one line to the ledger beside it when it ends. A job reads both: "run k of N" and the
+# time left from the jobs done.
 
 
 class SweepProgress:
@@ -133,12 +126,13 @@ class SweepProgress:
         self.k, self.n, self.parallel, self.ledger = k, n, max(1, parallel), Path(ledger)
 
     @classmethod
-    def of_sweep(cls, sweep_dir, job_num: int) -> Optional["SweepProgress"]:
-        """Job ``job_num`` (Hydra's, 0-based) of the sweep whose folder is ``sweep_dir``; None when
-        the folder holds no readable plan (a sweep launched without the callback)."""
+    def of_plan(cls, plan_file, job_num: int) -> Optional["SweepProgress"]:
+        """Job ``job_num`` (Hydra's, 0-based) of the sweep whose plan (``{"jobs", "parallel"}``) is
+        ``plan_file``, its ledger beside it (``<plan>.jsonl``); None when there is no readable plan
+        (a sweep launched without the callback)."""
         try:
-            plan = json.loads((Path(sweep_dir) / PLAN).read_text())
-            return cls(int(job_num) + 1, int(plan["jobs"]), int(plan.get("parallel", 1)), Path(sweep_dir) / LEDGER)
+            plan = json.loads(Path(plan_file).read_text())
+            return cls(int(job_num) + 1, int(plan["jobs"]), int(plan.get("parallel", 1)), Path(plan_file).with_suffix(".jsonl"))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 

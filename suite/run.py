@@ -156,16 +156,18 @@ def override_problem(argv: list[str]) -> str | None:
 def sweep_progress() -> SweepProgress | None:
     """This job's place in its multirun ("run k of N", the time left), or None outside one: the
     job's number is Hydra's ``hydra.job.num`` and the count is the one the sweep's callback wrote
-    to the sweep's folder (``suite.progress.write_plan``), so worker processes know it too."""
+    to the sweep's folder (``suite.config.validate.write_plan``), so worker processes know it too."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
+
+    from suite.config.validate import PLAN
 
     if not HydraConfig.initialized():
         return None
     hc = HydraConfig.get()
     if hc.mode != RunMode.MULTIRUN:
         return None
-    return SweepProgress.of_sweep(hc.sweep.dir, hc.job.num)
+    return SweepProgress.of_plan(Path(hc.sweep.dir) / PLAN, hc.job.num)
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")

@@ -1,5 +1,6 @@
 """Hydra callback: validate every job of a multirun before the first one trains, tell the jobs how
-many there are (``suite.progress.write_plan``: "run k of N"), and log the sweep's wall time.
+many there are (``write_plan``: "run k of N", ``suite.progress.SweepProgress``), and log the sweep's
+wall time.
 
 Hydra composes each job only when it launches it, so a bad value in the fifth job of a sweep would
 surface after four runs of training. This callback expands the sweep the way the basic sweeper
@@ -29,7 +30,6 @@ from omegaconf.errors import OmegaConfBaseException
 from suite.config.build import SpecError
 from suite.config.preflight import preflight
 from suite.config.resources import ResourceError, check_results_dir
-from suite.progress import write_plan
 
 log = logging.getLogger("posbench")
 
@@ -49,6 +49,18 @@ def sweep_jobs(config: DictConfig) -> list[list[str]]:
         else:
             raise HydraException(f"{key}: the basic sweeper takes a list of values (a,b,c), not a {override.value_type.name}")
     return [list(job) for job in itertools.product(*choices.values())]
+
+
+PLAN = "_progress.json"  # in the sweep's folder (hydra.sweep.dir): its job count and parallelism
+
+
+def write_plan(sweep_dir, jobs: int, parallel: int) -> Path:
+    """The sweep's job count and how many run at once, in ``<sweep_dir>/PLAN``, for its jobs to
+    read (``suite.progress.SweepProgress.of_plan``; they append their ends beside it); returns it."""
+    path = Path(sweep_dir) / PLAN
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"jobs": int(jobs), "parallel": max(1, int(parallel))}))
+    return path
 
 
 def sweep_log_path(results_dir, sweep: str) -> Path:
