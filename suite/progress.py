@@ -122,8 +122,10 @@ class SweepProgress:
     this invocation trained, divided by ``parallel``; runs found already stored (skipped, or copied
     from another sweep's folder) count as done but not in that mean, since they take no time."""
 
-    def __init__(self, k: int, n: int, parallel: int, ledger):
-        self.k, self.n, self.parallel, self.ledger = k, n, max(1, parallel), Path(ledger)
+    def __init__(self, k: int, n: int, parallel: int, ledger=None):
+        self.k, self.n, self.parallel = k, n, max(1, parallel)
+        self.ledger = None if ledger is None else Path(ledger)  # None: kept in memory (one process's runs)
+        self._kept: list[dict] = []
 
     @classmethod
     def of_plan(cls, plan_file, job_num: int) -> Optional["SweepProgress"]:
@@ -138,6 +140,8 @@ class SweepProgress:
 
     def done(self) -> list[dict]:
         """The ledger's lines: one per finished job, {"job", "trained", "wall_s"}."""
+        if self.ledger is None:
+            return list(self._kept)
         try:
             text = self.ledger.read_text()
         except OSError:
@@ -173,15 +177,21 @@ class SweepProgress:
 
     def finish(self, trained: bool, wall_s: float) -> str:
         """Record this job's end in the ledger (one appended line) and return the line a job prints last."""
-        line = json.dumps({"job": self.k, "trained": bool(trained), "wall_s": round(float(wall_s), 3)}) + "\n"
+        entry = {"job": self.k, "trained": bool(trained), "wall_s": round(float(wall_s), 3)}
+        if self.ledger is None:
+            self._kept.append(entry)
+        else:
+            self._append(json.dumps(entry) + "\n")
+        done = self.done()  # up to this job's own line: what another job appends after it is its own news
+        mine = max((i for i, e in enumerate(done) if e.get("job") == self.k), default=len(done) - 1)
+        return f"run {self.k} of {self.n} {'finished' if trained else 'already stored'} | {self.status(done[:mine + 1])}"
+
+    def _append(self, line: str) -> None:
         fd = os.open(self.ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, line.encode())  # one short append: whole lines, whatever the jobs' order
         finally:
             os.close(fd)
-        done = self.done()  # up to this job's own line: what another job appends after it is its own news
-        mine = max((i for i, e in enumerate(done) if e.get("job") == self.k), default=len(done) - 1)
-        return f"run {self.k} of {self.n} {'finished' if trained else 'already stored'} | {self.status(done[:mine + 1])}"
 
 
 class CountLines:

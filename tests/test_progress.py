@@ -253,3 +253,19 @@ def test_the_training_bar_names_the_run(capsys):
     assert "train alibi full copy seed 4:" in capsys.readouterr().err
     train(PosBenchLM(spec.model), spec, spec.tasks[0].build(), progress=True)  # without a label: still the seed
     assert "train uniform/copy seed 4:" in capsys.readouterr().err
+
+
+def test_a_report_says_what_it_is_doing_with_counts(tmp_path, capsys):
+    """One line per phase on stderr: the runs and rows read, the board built, the cells written.
+
+    Mutation check: in suite/report/__main__.py ``main``, counting rows for runs
+    (``len(df)`` for ``df.run_id.nunique()``) makes this fail."""
+    from suite.report.__main__ import main as report
+
+    assert report(["default", "--from", "published", "--out", str(tmp_path)]) == 0
+    phases = [line for line in capsys.readouterr().err.splitlines() if line.startswith("default: ")]
+    df = store.load("published/default.jsonl.gz")
+    board = (tmp_path / "default" / "leaderboard.csv").read_text().splitlines()
+    assert phases[0] == f"default: read {df.run_id.nunique()} runs ({len(df):,} rows) from published/default.jsonl.gz"
+    assert phases[1].startswith(f"default: building the board: {df.task.nunique()} task(s)")
+    assert phases[2] == f"default: writing the board ({len(board) - 1} cells), its plots and pages under {tmp_path / 'default'}"
