@@ -137,7 +137,10 @@ class RunLifecycle:
 
     def store(self, result: TrainResult, rows: list[dict]) -> Path:
         """The result file first, then what is optional (W&B rows); one line says how it ended. Each
-        row names its task's headline metric, so the stored run ranks without the task's code."""
+        row names its task's headline metric, so the stored run ranks without the task's code. The
+        run's record holds its whole training history (``history``: every ``log_every``-th step and
+        the last, with loss, learning rate, gradient norm and tokens per second; a resumed run's
+        from its first step, carried by the checkpoint), what ``posbench curve`` draws."""
         wall, timing = self.worked()
         stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
         headline = {t.name: task.primary_metric for t, task in self.tasks}
