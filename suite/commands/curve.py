@@ -1,4 +1,6 @@
-"""``posbench curve <run id | results folder | shipped file>`` (``python -m suite.commands.curve``): learning curves.
+"""``posbench curve <run id | results folder | shipped file>`` (``python -m suite.commands.curve``): learning
+curves, the training loss and the in-distribution score against the step, of one run or of each
+cell (the mean over seeds with a min-max band).
 
 Plots the training loss against the step and the in-distribution score (each task's headline
 metric at the training length) for one run, or for every cell of a results folder or a shipped
