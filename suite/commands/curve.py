@@ -199,18 +199,22 @@ def plot(found: list[Curve], title: str) -> bytes:
             if task not in c.scores:
                 continue
             _, mean, low, high = c.scores[task]
-            x = c.final_step * (1 + 0.01 * (i - (len(tasks) - 1) / 2))
+            x = c.final_step * (1 + 0.05 * (i - (len(tasks) - 1) / 2))  # a task set's tasks side by side
             score_ax.errorbar([x], [mean], yerr=[[mean - low], [high - mean]], color=look.color, marker=look.marker,
                               capsize=3, linestyle="none")
+            if len(tasks) > 1:  # a task set: each point names its task
+                score_ax.annotate(task, (x, high), xytext=(0, 5), textcoords="offset points", fontsize=6,
+                                  color=look.color, ha="center", va="bottom", rotation=90)
     loss_ax.set_xlabel("training step")
     loss_ax.set_ylabel("training loss (mean; band: min to max over seeds)")
     loss_ax.set_title(title, fontsize=9)
     metrics = sorted({m for c in found for m, *_ in c.scores.values()})
     score_ax.set_xlabel("training step")
-    score_ax.set_ylabel(f"in-distribution score ({', '.join(metrics)})" if metrics else "in-distribution score")
+    score_ax.set_ylabel(f"in-distribution score ({metrics[0]})" if len(metrics) == 1
+                        else "in-distribution score (each task's headline metric)")
     score_ax.set_title("measured once, at the end of training\n(bar: min to max over seeds)", fontsize=9)
     if found:
-        score_ax.set_xlim(0, max(c.final_step for c in found) * 1.1)
+        score_ax.set_xlim(0, max(c.final_step for c in found) * (1.15 + 0.025 * len(tasks)))
     fig.legend(*loss_ax.get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=7, frameon=False)
     fig.tight_layout(rect=(0, 0.06 * legend_rows, 1, 1))
     buf = io.BytesIO()
@@ -240,8 +244,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.commands.cu
               f"{shown}; rerun them to draw their curves", file=sys.stderr)
     if not found:
         raise Refused(f"no run in {args.source} stores a training history; nothing to plot", 1)
-    files.write_atomic(out, plot(found, f"{args.source}: {len(found)} {'run' if len(found) == 1 else 'curve'}"
-                                        f"{'' if len(found) == 1 else 's'}"))
+    runs = sum(len(c.run_ids) for c in found)
+    title = f"{args.source}: {runs} run{'s' if runs != 1 else ''}" + (
+        f" in {len(found)} cell{'s' if len(found) != 1 else ''}" if by == "cell" else "")
+    files.write_atomic(out, plot(found, title))
     print(table(found, by))
     print("in-distribution score: each task's headline metric at the training length, measured once, at the end "
           "of training (a point at the last step, not a curve)")
