@@ -9,6 +9,7 @@
     posbench show <task>              one example of a task (suite.commands.show)
     posbench lmeval --run <run> ...   score a run with lm-eval (suite.lmeval)
     posbench compare A B [C ...]      sweeps side by side (suite.report.compare)
+    posbench curve <run or folder>    learning curves of a run or of each cell (suite.commands.curve)
 
 Tab completion of ``run``: ``eval "$(posbench run -sc install=bash)"``.
 """
@@ -29,6 +30,7 @@ COMMANDS = {
     "show": ("suite.commands.show", "print one example of a task"),
     "lmeval": ("suite.lmeval.__main__", "score a stored run or a model with lm-eval"),
     "compare": ("suite.report.compare", "two or more sweeps in one table and one plot"),
+    "curve": ("suite.commands.curve", "plot loss and in-distribution score against steps, per run or cell"),
 }
 COMPLETION = ("-sc", "--shell-completion")
 

@@ -21,7 +21,7 @@ ARGPARSE = ["report", "summary", "describe", "diagnose", "show", "lmeval", "comp
 def test_the_console_script_is_declared_with_every_subcommand():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts == {"posbench": "suite.cli:main"}
-    assert list(cli.COMMANDS) == ["run", "report", "summary", "describe", "diagnose", "show", "lmeval", "compare"]
+    assert list(cli.COMMANDS) == ["run", "report", "summary", "describe", "diagnose", "show", "lmeval", "compare", "curve"]
 
 
 @pytest.mark.parametrize("command", ARGPARSE)

@@ -99,7 +99,13 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report") ->
         print(f"no results under {where}", file=sys.stderr)
         return 1
     choices.check_metric(p.prog, args.metric, {str(source): df})
-    publish(render.build(df, args.sweep, args.tie, args.threshold, args.metric, source=str(source)), args)
+    phase = lambda text: print(f"{args.sweep}: {text}", file=sys.stderr, flush=True)  # noqa: E731
+    phase(f"read {df.run_id.nunique()} runs ({len(df):,} rows) from {source}"
+          + (f" and {len(args.beside)} --beside source(s)" if args.beside else ""))
+    phase(f"building the board: {df.task.nunique()} task(s), the MRR's bootstrap intervals, the power section")
+    built = render.build(df, args.sweep, args.tie, args.threshold, args.metric, source=str(source))
+    phase(f"writing the board ({len(built['board'])} cells), its plots and pages under {Path(args.out) / args.sweep}")
+    publish(built, args)
     return 0
 
 
