@@ -30,6 +30,7 @@ from suite.config.codedigest import spec_digest
 from suite.model.span_kinds import KINDS
 from suite.report import labels, stats
 from suite.evaluation.slices import parse_slice
+from suite.results.learned import LEARNED_AT, learned, learned_mark  # noqa: F401 (the report's names too)
 from suite.results.store import DECLARED
 
 TIE_RULES = ("min", "average")
@@ -40,7 +41,6 @@ CONFIG_COLUMNS = ("model", "n_layers", "d_model", "n_heads", "pattern", "positio
 BOOTSTRAP_REPS = 1000
 BOOTSTRAP_SEED = 0
 TIED_BELOW = 0.01  # the one tie rule: two means closer than this are tied (power and MRR alike)
-LEARNED_AT = 0.9  # a run has learned its task when its headline score at the training length reaches this
 EFFECTIVE_AT = 0.8  # the effective length: the longest eval length up to which a scheme scores at least this
 SPLIT = "split"  # the slice field naming an evaluation split: a distribution the task's eval_generate draws from
 
@@ -173,21 +173,6 @@ def board_of(d: pd.DataFrame) -> pd.DataFrame:
     return out[cols]
 
 
-def learned(d: pd.DataFrame) -> pd.Series:
-    """Per run and task (index run_id, task) of ``primary`` rows: whether the run's score on the
-    task at the training length reaches ``LEARNED_AT`` of its metric's best value (a run without a
-    score there has not learned). A run trained on a mixture is judged on each of its tasks. Only
-    metrics in a bounded range where higher is better are judged; other runs count as learned."""
-    judged = (d.higher_is_better == True) & np.isfinite(d.high.astype(float))  # noqa: E712 (None is not True)
-    at_l = d[judged & (d.eval_len == d.train_len)]
-    best = at_l.high.astype(float)
-    ok = (at_l.value.astype(float) >= LEARNED_AT * best).groupby([at_l.run_id, at_l.task]).any()
-    pairs = pd.Series(True, index=pd.MultiIndex.from_frame(d[["run_id", "task"]].drop_duplicates()))
-    judged_pairs = pd.MultiIndex.from_frame(d.loc[judged, ["run_id", "task"]].drop_duplicates())
-    pairs[judged_pairs] = ok.reindex(judged_pairs, fill_value=False).values
-    return pairs
-
-
 def not_learned(d: pd.DataFrame) -> pd.DataFrame:
     """``scheme, task, not_learned, runs``: how many of each cell row's runs have not learned
     their task at the training length (``learned``), out of how many."""
@@ -195,12 +180,6 @@ def not_learned(d: pd.DataFrame) -> pd.DataFrame:
     runs = runs.join(learned(d).rename("learned"), on=["run_id", "task"])
     runs = runs.assign(miss=~runs.learned.astype(bool))
     return runs.groupby(["scheme", "task"]).agg(not_learned=("miss", "sum"), runs=("run_id", "size")).reset_index()
-
-
-def learned_mark(not_learned_count: int, runs: int) -> str:
-    """'' or ' (1 of 5 not learned)': the mark every table puts beside a scheme whose runs include
-    one that did not learn its task at the training length."""
-    return f" ({int(not_learned_count)} of {int(runs)} not learned)" if not_learned_count else ""
 
 
 def split_boards(df: pd.DataFrame, metric: str | None = None,
