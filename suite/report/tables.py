@@ -394,8 +394,12 @@ def tied_share(power_table: pd.DataFrame) -> float:
 EMPTY = "-"  # a cell with no score because the scheme cannot represent the length, or a length never reached
 
 
-def _fmt(x: float) -> str:
-    return f"{x:.2f}"
+def cell_text(mean: float, low: float, high: float, n: int, digits: int = 2) -> str:
+    """'0.93 [0.88, 0.97]', the mean with its 95 % interval; '5.71 (n=1)' for a cell without an
+    interval (one seed of a metric that is not a share: no spread to estimate), never '[nan, nan]'."""
+    if pd.isna(low) or pd.isna(high):
+        return f"{mean:.{digits}f} (n={int(n)})"
+    return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
 def length_header(eval_len, train_len) -> str:
@@ -426,8 +430,8 @@ def scheme_order(board: pd.DataFrame) -> list[str]:
 
 
 def pivot(board: pd.DataFrame, task: str) -> pd.DataFrame:
-    """Scheme x eval length for one task, one header row: 'mean [ci_low, ci_high]' ('mean' alone
-    for a cell without an interval), '-' where the
+    """Scheme x eval length for one task, one header row: 'mean [ci_low, ci_high]' ('mean (n=1)'
+    for a cell without an interval, ``cell_text``), '-' where the
     scheme cannot represent the length (unsupported), else why the cell is empty (diverged).
     Rows best first (``scheme_order``); columns named '64 (2x)'."""
     b = board[board.task == task]
@@ -435,9 +439,7 @@ def pivot(board: pd.DataFrame, task: str) -> pd.DataFrame:
     def cell(r):
         if r["n"] == 0:
             return EMPTY if r["status"] == "unsupported" else r["status"]
-        if pd.isna(r["ci_low"]) or pd.isna(r["ci_high"]):  # one seed of a metric that is not a share
-            return _fmt(r["mean"])
-        return f"{_fmt(r['mean'])} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]"
+        return cell_text(r["mean"], r["ci_low"], r["ci_high"], r["n"])
 
     t = b.assign(cell=b.apply(cell, axis=1)).pivot(index="scheme", columns="eval_len", values="cell")
     train_len = b.train_len.iloc[0] if len(b) else 1
