@@ -92,7 +92,7 @@ def console_mrr(r: dict) -> pd.DataFrame:
     learn (the report's mark)."""
     shown = render.mrr_display(r["mrr"], r["mrr_marks"])
     runs = r["board"].drop_duplicates(["scheme", "task"]).groupby("scheme").runs.agg(["min", "max"])
-    shown.insert(1, "runs", [f"n={lo}" if lo == hi else f"n={lo}-{hi}" for lo, hi in runs.loc[r["mrr"].scheme].to_numpy()])
+    shown.insert(list(shown.columns).index("cells all") + 1, "runs", [f"n={lo}" if lo == hi else f"n={lo}-{hi}" for lo, hi in runs.loc[r["mrr"].scheme].to_numpy()])
     return shown
 
 
