@@ -98,7 +98,7 @@ def test_a_whole_board_builds_no_job(monkeypatch):
         raise AssertionError("a board with every job's run needs no build")
 
     monkeypatch.setattr(declared, "_distinct_runs", refuse)
-    assert declared.declared_runs("default", have=36) == 36 and declared.coverage("default", 36) is None
+    assert declared.declared_runs("default", have=36) == 36 and declared.coverage("default", 36, 36) is None
 
 
 def _partial(tmp_path):

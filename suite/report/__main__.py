@@ -74,16 +74,16 @@ def read_rows(p: argparse.ArgumentParser, args) -> tuple[pd.DataFrame, Path]:
     return pd.concat([df.assign(source=None), *beside], ignore_index=True), source
 
 
-def check_replace(prog: str, args, runs: int, coverage: str | None) -> None:
-    """Refuse (``Refused``, 1) to write a board of ``runs`` runs over one under --out that holds
-    more (``declared.written_runs``), unless --force: an interrupted sweep must not silently
-    replace a fuller published report."""
+def check_replace(prog: str, args, runs: int, total: int | None) -> None:
+    """Refuse (``Refused``, 1) to write a board of ``runs`` runs (of the ``total`` its sweep
+    declares) over one under --out that holds more (``declared.written_runs``), unless --force: an
+    interrupted sweep must not silently replace a fuller published report."""
     out = Path(args.out) / args.sweep
     written = declared.written_runs(out)
     if written is not None and runs < written and not args.force:
-        held = coverage.split(":")[0] if coverage else f"{runs} runs"
-        raise Refused(f"{prog}: error: {out}/index.md holds a board of {written} runs; this one has {held}. "
-                      f"Nothing was written; pass --force (make report FORCE=1) to replace it", 1)
+        raise Refused(f"{prog}: error: {out}/index.md holds a board of {written} runs; this one has "
+                      f"{declared.held(runs, total)}. Nothing was written; pass --force (make report FORCE=1) to "
+                      "replace it", 1)
 
 
 def console_mrr(r: dict) -> pd.DataFrame:
@@ -92,7 +92,8 @@ def console_mrr(r: dict) -> pd.DataFrame:
     learn (the report's mark)."""
     shown = render.mrr_display(r["mrr"], r["mrr_marks"])
     runs = r["board"].drop_duplicates(["scheme", "task"]).groupby("scheme").runs.agg(["min", "max"])
-    shown.insert(list(shown.columns).index("cells all") + 1, "runs", [f"n={lo}" if lo == hi else f"n={lo}-{hi}" for lo, hi in runs.loc[r["mrr"].scheme].to_numpy()])
+    counts = [f"n={lo}" if lo == hi else f"n={lo}-{hi}" for lo, hi in runs.loc[r["mrr"].scheme].to_numpy()]
+    shown.insert(list(shown.columns).index("cells all") + 1, "runs", counts)
     return shown
 
 
@@ -130,9 +131,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report") ->
         return 1
     choices.check_metric(p.prog, args.metric, {str(source): df})
     runs = int(df[df.source.isna()].run_id.nunique())  # the sweep's own, not those --beside it
-    coverage = declared.coverage(args.sweep, runs)
-    check_replace(p.prog, args, runs, coverage)
-    if coverage:
+    total = declared.declared_runs(args.sweep, runs)
+    check_replace(p.prog, args, runs, total)
+    if coverage := declared.coverage(args.sweep, runs, total):
         print(coverage)
     r = render.build(df, args.sweep, args.tie, args.threshold, args.metric, source=str(source))
     publish({**r, "coverage": coverage}, args)

@@ -78,12 +78,17 @@ def declared_runs(sweep: str, have: int = 0) -> int | None:
         return None
 
 
-def coverage(sweep: str, have: int) -> str | None:
-    """'2 of 36 runs ...' when the board's ``have`` runs are fewer than the sweep declares, else None."""
-    declared = declared_runs(sweep, have)
+def held(have: int, declared: int | None) -> str:
+    """'2 of 36 runs' for a board short of the runs its sweep declares, else '36 runs'."""
+    return f"{have} of {declared} runs" if declared is not None and have < declared else f"{have} runs"
+
+
+def coverage(sweep: str, have: int, declared: int | None) -> str | None:
+    """'2 of 36 runs: ...', the line at the top of a board whose ``have`` runs are fewer than the
+    ``declared`` runs of its sweep (``declared_runs``), else None."""
     if declared is None or have >= declared:
         return None
-    return (f"{have} of {declared} runs: this board holds part of the sweep conf/sweep/{sweep}.yaml declares; "
+    return (f"{held(have, declared)}: this board holds part of the sweep conf/sweep/{sweep}.yaml declares; "
             f"its cells and ranking may change when the other {declared - have} runs are in")
 
 
