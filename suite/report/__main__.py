@@ -1,5 +1,6 @@
 """``python -m suite.report <sweep> [--results results] [--from auto|results|published] [--beside PATH ...]
-[--out reports] [--tie min|average] [--metric METRIC] [--threshold X] [--wandb offline|online [--project P] [--entity E]]``.
+[--out reports] [--tie min|average] [--metric METRIC] [--threshold X] [--wandb offline|online [--project P] [--entity E]]
+[--force]``.
 
 The rows come from ``<results>/<sweep>/`` (your runs) or, with ``--from published`` or when that
 folder holds none, from the sweep's shipped rows ``published/<sweep>.jsonl.gz``
@@ -7,6 +8,11 @@ folder holds none, from the sweep's shipped rows ``published/<sweep>.jsonl.gz``
 each configuration of each source in cells of its own, labelled by the source. ``--out`` is
 checked before any work (``suite.commandline.check_output``); every source and ``--metric`` is
 checked as every command checks them (``store.read_source``, ``suite.report.choices``).
+
+A board that holds fewer runs than the sweep declares (``suite.report.declared``: the distinct runs
+of conf/sweep/<sweep>.yaml's sweeper params) says "k of N runs" at the top of index.md, index.html
+and the terminal's output. A board with fewer runs than the report already under ``--out``
+(its index.md's Provenance count) is refused, naming both counts, unless ``--force``.
 """
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ from suite import files
 from suite.commandline import Refused, check_output, command, parser, warnings_on_stderr
 from suite.report import choices
 from suite.results import store
-from suite.report import render, tables
+from suite.report import declared, render, tables
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -42,6 +48,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                    help="also log the leaderboard and MRR to W&B as tables (offline: sync later)")
     p.add_argument("--project", default=None, help="W&B project for --wandb (default: the config's logger.project)")
     p.add_argument("--entity", default=None, help="W&B entity for --wandb (default: the config's logger.entity)")
+    p.add_argument("--force", action="store_true",
+                   help="replace a report under --out that holds more runs than this one (make report FORCE=1)")
     return p
 
 
@@ -66,12 +74,35 @@ def read_rows(p: argparse.ArgumentParser, args) -> tuple[pd.DataFrame, Path]:
     return pd.concat([df.assign(source=None), *beside], ignore_index=True), source
 
 
+def check_replace(prog: str, args, runs: int, total: int | None) -> None:
+    """Refuse (``Refused``, 1) to write a board of ``runs`` runs (of the ``total`` its sweep
+    declares) over one under --out that holds more (``declared.written_runs``), unless --force: an
+    interrupted sweep must not silently replace a fuller published report."""
+    out = Path(args.out) / args.sweep
+    written = declared.written_runs(out)
+    if written is not None and runs < written and not args.force:
+        raise Refused(f"{prog}: error: {out}/index.md holds a board of {written} runs; this one has "
+                      f"{declared.held(runs, total)}. Nothing was written; pass --force (make report FORCE=1) to "
+                      "replace it", 1)
+
+
+def console_mrr(r: dict) -> pd.DataFrame:
+    """The MRR table as the terminal shows it: the report's, with the runs behind each of a
+    scheme's cells ('n=3'; 'n=2-3' where its tasks differ) and the tasks on which some did not
+    learn (the report's mark)."""
+    shown = render.mrr_display(r["mrr"], r["mrr_marks"])
+    runs = r["board"].drop_duplicates(["scheme", "task"]).groupby("scheme").runs.agg(["min", "max"])
+    counts = [f"n={lo}" if lo == hi else f"n={lo}-{hi}" for lo, hi in runs.loc[r["mrr"].scheme].to_numpy()]
+    shown.insert(list(shown.columns).index("cells all") + 1, "runs", counts)
+    return shown
+
+
 def publish(r: dict, args) -> Path:
     """Write the built report ``r`` under --out, print its MRR, and log it to W&B when asked."""
     if r["warning"]:
         print(f"warning: {r['warning']}", file=sys.stderr)
     out = render.save(r, Path(args.out) / args.sweep)
-    print(render.mrr_display(r["mrr"]).to_string(index=False))
+    print(console_mrr(r).to_string(index=False))
     if args.wandb:
         from suite.report.to_wandb import log_report
 
@@ -102,10 +133,15 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report") ->
     phase = lambda text: print(f"{args.sweep}: {text}", file=sys.stderr, flush=True)  # noqa: E731
     phase(f"read {df.run_id.nunique()} runs ({len(df):,} rows) from {source}"
           + (f" and {len(args.beside)} --beside source(s)" if args.beside else ""))
+    runs = int(df[df.source.isna()].run_id.nunique())  # the sweep's own, not those --beside it
+    total = declared.declared_runs(args.sweep, runs)
+    check_replace(p.prog, args, runs, total)
+    if coverage := declared.coverage(args.sweep, runs, total):
+        print(coverage)
     phase(f"building the board: {df.task.nunique()} task(s), the MRR's bootstrap intervals, the power section")
     built = render.build(df, args.sweep, args.tie, args.threshold, args.metric, source=str(source))
     phase(f"writing the board ({len(built['board'])} cells), its plots and pages under {Path(args.out) / args.sweep}")
-    publish(built, args)
+    publish({**built, "coverage": coverage}, args)
     return 0
 
 

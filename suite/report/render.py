@@ -165,7 +165,10 @@ def _mrr_text(r: dict) -> str:
             f"last. OOD: cells beyond the training length (eval_len > train_len), the headline; all: every "
             f"cell. Intervals: 95 % percentile bootstrap, {tables.BOOTSTRAP_REPS} replicates (seed "
             f"{tables.BOOTSTRAP_SEED}), each resampling every (scheme, task)'s seeds with replacement and "
-            f"recomputing cell means, ranks and MRR. A run that did not learn its task (headline score below "
+            f"recomputing cell means, ranks and MRR; the point is the MRR of the cell means shown, and an interval "
+            f"whose replicates all fall to one side of it is widened to contain it (an MRR near 1 can only lose "
+            f"ranks under resampling). A scheme is ranked only in cells another scheme is in too, so no scheme "
+            f"gains rank 1 on a task it alone was run on. A run that did not learn its task (headline score below "
             f"{tables.LEARNED_AT} at the training length) keeps its scores in its cell and in the MRR, as every "
             f"run does; the mark '(k of n not learned)' beside a scheme, in this table and in each task's, says "
             f"where a cell mixes not having learned with not generalizing. Sorted by OOD MRR; 'overlaps next' says whether a "
@@ -229,6 +232,8 @@ def mrr_display(m: pd.DataFrame, marks: dict[str, str] | None = None) -> pd.Data
                         "cells OOD": m.cells_ood, "cells all": m.cells_all, "overlaps next": m.overlaps_next})
     if marks is not None:
         out["not learned"] = [marks.get(s, "") for s in m.scheme]
+    if "ranked_on" in m and m.ranked_on.nunique() > 1:  # schemes ranked on different tasks say which
+        out["ranked on"] = m.ranked_on
     return out
 
 
@@ -256,6 +261,8 @@ def _md(t: pd.DataFrame, floatfmt: str = ".3f") -> str:
 
 def markdown(r: dict) -> str:
     out = [f"# PosBench leaderboard: `{r['sweep']}`", ""]
+    if r.get("coverage"):
+        out += [f"> **{r['coverage']}**", ""]
     if r["warning"]:
         out += [f"> **Warning: {r['warning']}**", ""]
     out += [f"**{r['verdict']}**", "", r["setup"], ""]
@@ -306,6 +313,8 @@ def _img(alt: str, plot: Plot, attrs: str = "") -> str:
 def html_page(r: dict, plots: dict[str, Plot]) -> str:
     esc = html.escape
     parts = [f"<h1>PosBench leaderboard: <code>{esc(r['sweep'])}</code></h1>"]
+    if r.get("coverage"):
+        parts += [f"<p class='warn'>{esc(r['coverage'])}</p>"]
     if r["warning"]:
         parts += [f"<p class='warn'>Warning: {esc(r['warning'])}</p>"]
     parts += [f"<p id='verdict'><strong>{esc(r['verdict'])}</strong></p>", f"<p id='setup'>{esc(r['setup'])}</p>"]
