@@ -169,8 +169,8 @@ def as_published(reruns: pd.DataFrame, published_id: dict[str, str]) -> pd.DataF
 
 
 @command
-def main(argv: list[str] | None = None) -> int:
-    p = parser("python -m suite.reproduce", __doc__)
+def main(argv: list[str] | None = None, prog: str = "python -m suite.reproduce") -> int:
+    p = parser(prog, __doc__)
     p.add_argument("sweep", nargs="?", help="a published sweep: reads published/<sweep>.jsonl.gz")
     p.add_argument("--boards", nargs=2, type=Path, metavar=("PUBLISHED", "OTHER"),
                    help="compare two leaderboard.csv files of one sweep cell by cell instead (no training)")

@@ -20,24 +20,27 @@ from suite import files
 from suite.commandline import Refused, check_output, command, parser, warnings_on_stderr
 from suite.report import choices
 from suite.results import store
-from suite.report import render, tables
+
+# the tables, statistics and plots are imported by ``main`` after parsing, so --help answers before they load
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
     p = parser(prog, "Build a sweep's leaderboard.")
     p.add_argument("sweep", help="sweep name: reads <results>/<sweep>/, writes <out>/<sweep>/")
-    p.add_argument("--results", default="results")
+    p.add_argument("--results", default="results", help="the folder of results folders, one per sweep (default: results)")
     p.add_argument("--from", dest="source", default="auto", choices=["auto", "results", "published"],
                    help="auto: <results>/<sweep>/ when it holds runs, else published/<sweep>.jsonl.gz")
     p.add_argument("--published", default=store.PUBLISHED, help="the folder of shipped result files")
     p.add_argument("--beside", action="append", default=[], metavar="PATH",
                    help="also show the runs of PATH (a results folder or a .jsonl.gz), in cells of their own")
-    p.add_argument("--out", default="reports")
-    p.add_argument("--tie", default="min", choices=tables.TIE_RULES,
+    p.add_argument("--out", default="reports", help="where the report goes, as <out>/<sweep>/ (default: reports)")
+    p.add_argument("--tie", default="min", choices=choices.TIE_RULES,
                    help="MRR tie rule: min (ties share the best rank) or average")
     p.add_argument("--metric", default=None,
                    help="score every task by this metric (default: each task's own headline metric)")
-    p.add_argument("--threshold", type=float, default=tables.EFFECTIVE_AT, help="effective-length threshold")
+    p.add_argument("--threshold", type=float, default=choices.EFFECTIVE_AT,
+                   help=f"effective-length threshold: the longest length a scheme scores at least this at "
+                        f"(default {choices.EFFECTIVE_AT})")
     p.add_argument("--wandb", choices=["offline", "online"], default=None,
                    help="also log the leaderboard and MRR to W&B as tables (offline: sync later)")
     p.add_argument("--project", default=None, help="W&B project for --wandb (default: the config's logger.project)")
@@ -68,6 +71,8 @@ def read_rows(p: argparse.ArgumentParser, args) -> tuple[pd.DataFrame, Path]:
 
 def publish(r: dict, args) -> Path:
     """Write the built report ``r`` under --out, print its MRR, and log it to W&B when asked."""
+    from suite.report import render
+
     if r["warning"]:
         print(f"warning: {r['warning']}", file=sys.stderr)
     out = render.save(r, Path(args.out) / args.sweep)
@@ -99,6 +104,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report") ->
         print(f"no results under {where}", file=sys.stderr)
         return 1
     choices.check_metric(p.prog, args.metric, {str(source): df})
+    from suite.report import render
+
     publish(render.build(df, args.sweep, args.tie, args.threshold, args.metric, source=str(source)), args)
     return 0
 

@@ -31,8 +31,8 @@ from suite.model.span_kinds import KINDS
 from suite.report import labels, stats
 from suite.evaluation.slices import parse_slice
 from suite.results.store import DECLARED
+from suite.report.choices import EFFECTIVE_AT, TIE_RULES  # declared where a command's --help reads them
 
-TIE_RULES = ("min", "average")
 BREAKDOWN_COLUMNS = ("spans", *KINDS, "pattern", "model", "train_len")
 # what a run's configuration is made of, for rows written before ``config_hash`` existed
 CONFIG_COLUMNS = ("model", "n_layers", "d_model", "n_heads", "pattern", "positions", "spans", *KINDS,
@@ -41,7 +41,6 @@ BOOTSTRAP_REPS = 1000
 BOOTSTRAP_SEED = 0
 TIED_BELOW = 0.01  # the one tie rule: two means closer than this are tied (power and MRR alike)
 LEARNED_AT = 0.9  # a run has learned its task when its headline score at the training length reaches this
-EFFECTIVE_AT = 0.8  # the effective length: the longest eval length up to which a scheme scores at least this
 SPLIT = "split"  # the slice field naming an evaluation split: a distribution the task's eval_generate draws from
 
 
