@@ -5,7 +5,7 @@ completion run Hydra over ``conf/`` without importing torch.
 position scheme's ``Config``, found by importing the model code (torch and every scheme: 2 to 3 s
 of a help or a TAB press). Help and completion read only those nodes' keys and values, so a
 snapshot of them serves: ``store_snapshot.json`` beside this file holds each node as a container
-(``entries``), the task names the ``${posbench.tasks:}`` resolver lists, and ``sources``: the
+(``entries``, with ``none_nodes``: the keys whose None stands for a config node), the task names the ``${posbench.tasks:}`` resolver lists, and ``sources``: the
 project files the nodes are made from (every project module ``register`` imports, and the file
 names of the piece folders, so a new scheme or task counts; the YAMLs under ``conf/``) with their
 digest, and ``help``: the text ``posbench run --help`` prints, as Hydra writes it.
@@ -60,6 +60,20 @@ def source_files() -> list[str]:
                   if p.is_relative_to(ROOT / "suite") or p.is_relative_to(ROOT / "tasks"))
 
 
+def _none_nodes(node, prefix: str = "") -> list[str]:
+    """The dotted keys of ``node`` whose value is None but whose type is a config node (the schema's
+    ``taskset: Optional[TasksetConf] = None``): completion offers ``taskset.`` for such a key, and a
+    plain container would hold a bare None."""
+    from omegaconf import DictConfig
+
+    found = []
+    for key in node.keys():
+        child = node._get_node(key)
+        if isinstance(child, DictConfig):
+            found += [f"{prefix}{key}"] if child._is_none() else _none_nodes(child, f"{prefix}{key}.")
+    return found
+
+
 def _run_in_fresh_python(args: list[str]) -> str:
     """The stdout of ``python <args>`` in a fresh interpreter over this checkout."""
     import os
@@ -88,8 +102,10 @@ def live() -> dict:
     for name in sorted(store.list(SCHEME_GROUP)):
         stem = name.removesuffix(".yaml")
         entries[f"{SCHEME_GROUP}/{stem}"] = node(f"{SCHEME_GROUP}/{stem}")
+    none_nodes = {SCHEMA_ENTRY: _none_nodes(store.load(f"{SCHEMA_ENTRY}.yaml").node)}
     files = source_files()
     return {"sources": {"files": files, "digest": digest(files)}, "tasks": sorted(TASKS), "entries": entries,
+            "none_nodes": none_nodes,
             "help": _run_in_fresh_python(["-m", "suite.run", "--help"])}
 
 
@@ -115,8 +131,14 @@ def register(snap: dict) -> None:
     from hydra.core.config_store import ConfigStore
     from omegaconf import OmegaConf
 
+    from omegaconf import DictConfig
+
     store = ConfigStore.instance()
     for path, node in snap["entries"].items():
+        node = OmegaConf.create(node)
+        for key in snap.get("none_nodes", {}).get(path, []):
+            parent, _, last = key.rpartition(".")
+            setattr(OmegaConf.select(node, parent) if parent else node, last, DictConfig(None))
         group, _, name = path.rpartition("/")
         store.store(group=group or None, name=name, node=node)
     tasks = list(snap["tasks"])
