@@ -251,7 +251,10 @@ def tie_ranks(s: np.ndarray, tie: str = "min", margin: float = TIED_BELOW) -> np
     by at least ``margin`` (``tie="min"``: tied schemes share the best rank); ``tie="average"``
     adds half of the schemes tied with it. No rank counts a difference below the margin, and with
     ``margin=0`` these are the usual min and average ranks."""
-    diff = s[:, None, :, :] - s[:, :, None, :]  # [r, i, j, c] = s_j - s_i: how far scheme j is ahead of i
+    ahead_of, behind = s[:, None, :, :], s[:, :, None, :]
+    both_absent = np.isneginf(ahead_of) & np.isneginf(behind)  # -inf - -inf: no difference to take, NaN
+    diff = np.subtract(ahead_of, behind, out=np.full(np.broadcast_shapes(ahead_of.shape, behind.shape), np.nan),
+                       where=~both_absent)  # [r, i, j, c] = s_j - s_i: how far scheme j is ahead of i
     with np.errstate(invalid="ignore"):
         beats = np.nan_to_num(diff, nan=-np.inf) >= margin  # absent schemes (-inf) never beat, never lose
         tied = (np.abs(np.nan_to_num(diff, nan=np.inf)) < margin) | (s[:, None, :, :] == s[:, :, None, :])
