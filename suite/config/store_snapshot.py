@@ -14,8 +14,8 @@ The snapshot is used only while that digest matches the checkout (``current``): 
 any of those files, help and completion take the full path again (slower, never stale) until
 ``make store-snapshot`` (``python -m suite.config.store_snapshot``) rewrites the file;
 ``tests/test_cli_help.py`` holds the file to the live schema. Runs, ``--cfg`` and every other
-Hydra call use the typed schema itself (``suite.run``). Hydra, OmegaConf and the standard library
-only.
+Hydra call use the typed schema itself (``suite.run``). Hydra, OmegaConf, the standard library and
+``suite.registry`` only.
 """
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ import hashlib
 import json
 import sys
 from pathlib import Path
+
+from suite.registry import package_modules
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF_DIR = ROOT / "conf"  # as suite.config.compose.CONF_DIR, which imports the schema
@@ -37,15 +39,15 @@ COMPLETION_FLAGS = ("-sc", "--shell-completion")
 
 def digest(files: list[str]) -> str:
     """sha256 over ``files`` (paths relative to the checkout: their names and bytes, a missing file
-    as missing), every config YAML under ``conf/`` (the help text shows them) and the ``.py`` file
-    names of every piece folder."""
+    as missing), every config YAML under ``conf/`` (the help text shows them) and the module files
+    of every piece folder (``suite.registry.package_modules``)."""
     h = hashlib.sha256()
     conf = [str(p.relative_to(ROOT)) for p in CONF_DIR.rglob("*.yaml")]
     for rel in sorted({*files, *conf}):
         path = ROOT / rel
         h.update(rel.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"<missing>") + b"\0")
     for folder in PIECE_FOLDERS:
-        h.update(" ".join(sorted(p.name for p in (ROOT / folder).glob("*.py"))).encode() + b"\0")
+        h.update(" ".join(str(p.relative_to(ROOT)) for p in package_modules(ROOT / folder)).encode() + b"\0")
     return h.hexdigest()
 
 
