@@ -139,7 +139,7 @@ def test_cli_single_run_logs_offline_to_wandb(tmp_path):
                env={"WANDB_SILENT": "true"})
     assert out.returncode == 0, out.stderr[-2000:]
     files = list((tmp_path / "cli").glob("*.json"))
-    assert len(files) == 1 and files[0].name.startswith("alibi-uniform-full-copy")
+    assert len(files) == 1 and files[0].name.startswith("alibi-uniform-swa8-copy")  # the id names the window
     offline = list((tmp_path / "cli" / "wandb").glob("offline-run-*"))  # beside the sweep's results
     assert len(offline) == 1 and list(offline[0].glob("*.wandb"))
 
