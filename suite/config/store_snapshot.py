@@ -5,10 +5,11 @@ completion run Hydra over ``conf/`` without importing torch.
 position scheme's ``Config``, found by importing the model code (torch and every scheme: 2 to 3 s
 of a help or a TAB press). Help and completion read only those nodes' keys and values, so a
 snapshot of them serves: ``store_snapshot.json`` beside this file holds each node as a container
-(``entries``, with ``none_nodes``: the keys whose None stands for a config node), the task names the ``${posbench.tasks:}`` resolver lists, and ``sources``: the
-project files the nodes are made from (every project module ``register`` imports, and the file
-names of the piece folders, so a new scheme or task counts; the YAMLs under ``conf/``) with their
-digest, and ``help``: the text ``posbench run --help`` prints, as Hydra writes it.
+(``entries``, with ``none_nodes``: the keys whose None stands for a config node), the task names
+the ``${posbench.tasks:}`` resolver lists, ``sources``: the project files the nodes are made from
+(every project module ``register`` imports, the module files of the piece folders, so a new
+scheme or task counts, and the YAMLs under ``conf/``) with their digest, and ``help``: the text
+``posbench run --help`` prints, as Hydra writes it.
 
 The snapshot is used only while that digest matches the checkout (``current``): after an edit to
 any of those files, help and completion take the full path again (slower, never stale) until
