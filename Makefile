@@ -17,7 +17,7 @@ arg = $(patsubst $(1)=%,%,$(lastword $(filter $(1)=%,$(ARGS))))
 NODE_WHEELS ?= "hydra-core==1.3.8" "omegaconf==2.3.1" "hydra-joblib-launcher==1.2.0" "tabulate==0.10.0" "packaging==26.4"
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-exhaustive sweep report publish report-check bench bench-numerics bench-gpu wheelhouse summary lmeval reproduce clean
+.PHONY: help install test test-exhaustive sweep report publish report-check bench bench-numerics bench-gpu wheelhouse summary lmeval reproduce store-snapshot clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -77,6 +77,9 @@ lmeval: install ## score a stored run with lm-eval (RUN=<run id, hash, result fi
 
 reproduce: install ## rerun K runs (default 3) of a published sweep and say whether each lands on its published number or inside its interval (SWEEP=..., K=...)
 	$(BIN)/python -m suite.reproduce $(SWEEP) -k $(or $(K),3)
+
+store-snapshot: install ## rewrite suite/config/store_snapshot.json, which answers posbench run --help and tab completion without torch (after an edit to the schema, a scheme, a task or a conf/ YAML)
+	$(BIN)/python -m suite.config.store_snapshot
 
 clean: ## remove run output (results/, wandb/, outputs/, multirun/)
 	rm -rf results wandb outputs multirun

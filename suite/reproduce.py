@@ -175,9 +175,17 @@ def stored_reruns(paths: list[Path | None]) -> list[tuple[Path, dict]]:
     return out
 
 
+def as_published(reruns: pd.DataFrame, published_id: dict[str, str]) -> pd.DataFrame:
+    """The rerun rows under the id of the published run each reruns (``published_id``: rerun id ->
+    published id), so they meet their published rows although this checkout names a run
+    otherwise (another code digest, or another form of the readable id); other rows are left out."""
+    kept = reruns[reruns.run_id.isin(published_id)]
+    return kept.assign(run_id=kept.run_id.map(published_id))
+
+
 @command
-def main(argv: list[str] | None = None) -> int:
-    p = parser("python -m suite.reproduce", __doc__)
+def main(argv: list[str] | None = None, prog: str = "python -m suite.reproduce") -> int:
+    p = parser(prog, __doc__)
     p.add_argument("sweep", nargs="?", help="a published sweep: reads published/<sweep>.jsonl.gz")
     p.add_argument("--boards", nargs=2, type=Path, metavar=("PUBLISHED", "OTHER"),
                    help="compare two leaderboard.csv files of one sweep cell by cell instead (no training)")
@@ -232,8 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"comparing {len(chosen)} reruns with the published cells of {len(found)} runs", flush=True)
     published = store.load(source)
     with warnings_on_stderr():
-        reruns = store.frame(stored_reruns(paths))
-    reruns = reruns[reruns.run_id.isin(chosen)]
+        stored = stored_reruns(paths)
+    rerun_of = {path: rid for rid, path in zip(chosen, paths) if path is not None}
+    reruns = as_published(store.frame(stored), {payload["run"]["run_id"]: rerun_of[path] for path, payload in stored})
     table = compare(published, reruns)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
     counts = table.verdict.value_counts()

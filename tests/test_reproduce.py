@@ -96,3 +96,25 @@ def test_bad_input_is_refused_naming_it(published, tmp_path, capsys):
         reproduce.main([*args, "-k", "0"])
     assert reproduce.main(["other", "--published", str(published / "published")]) == 1
     assert "no shipped file" in capsys.readouterr().err
+
+
+def test_a_published_run_under_an_older_form_of_its_id_meets_its_rerun(published, tmp_path, capsys):
+    """Shipped rows keep the ids they were stored under ('alibi-uniform-copy-s0-<hash>', before the
+    span was a field of the id); the rerun is named by this checkout ('alibi-uniform-full-copy-...')
+    and still meets its published run.
+    Mutation check: matching reruns to published rows by the rerun's own id (``as_published``
+    returning ``reruns`` unchanged) gives no rerun rows and makes this fail."""
+    path = store.shipped_path("t", published / "published")
+    lines = [json.loads(x) for x in gzip.decompress(path.read_bytes()).decode().splitlines()]
+    older = {p["run"]["run_id"]: p["run"]["run_id"].replace("-full-", "-") for p in lines}
+    assert all(new != old for new, old in older.items())
+    for p in lines:
+        p["run"]["run_id"] = older[p["run"]["run_id"]]
+        p["rows"] = [{**r, "run_id": older.get(r.get("run_id"), r.get("run_id"))} for r in p["rows"]]
+    shipped_dir = tmp_path / "older"
+    shipped_dir.mkdir()
+    (shipped_dir / "t.jsonl.gz").write_bytes(store.encode_shipped(lines))
+    chosen = sorted(older.values())[0]
+    assert reproduce.main(["t", "--published", str(shipped_dir), "--results", str(tmp_path / "r"), "--run", chosen]) == 0
+    out = capsys.readouterr().out
+    assert "identical: 2; inside interval: 0; outside interval: 0" in out and chosen in out

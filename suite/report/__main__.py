@@ -26,24 +26,27 @@ from suite import files
 from suite.commandline import Refused, check_output, command, parser, warnings_on_stderr
 from suite.report import choices
 from suite.results import store
-from suite.report import declared, render, tables
+
+# the tables, statistics and plots are imported by ``main`` after parsing, so --help answers before they load
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
     p = parser(prog, "Build a sweep's leaderboard.")
     p.add_argument("sweep", help="sweep name: reads <results>/<sweep>/, writes <out>/<sweep>/")
-    p.add_argument("--results", default="results")
+    p.add_argument("--results", default="results", help="the folder of results folders, one per sweep (default: results)")
     p.add_argument("--from", dest="source", default="auto", choices=["auto", "results", "published"],
                    help="auto: <results>/<sweep>/ when it holds runs, else published/<sweep>.jsonl.gz")
     p.add_argument("--published", default=store.PUBLISHED, help="the folder of shipped result files")
     p.add_argument("--beside", action="append", default=[], metavar="PATH",
                    help="also show the runs of PATH (a results folder or a .jsonl.gz), in cells of their own")
-    p.add_argument("--out", default="reports")
-    p.add_argument("--tie", default="min", choices=tables.TIE_RULES,
+    p.add_argument("--out", default="reports", help="where the report goes, as <out>/<sweep>/ (default: reports)")
+    p.add_argument("--tie", default="min", choices=choices.TIE_RULES,
                    help="MRR tie rule: min (ties share the best rank) or average")
     p.add_argument("--metric", default=None,
                    help="score every task by this metric (default: each task's own headline metric)")
-    p.add_argument("--threshold", type=float, default=tables.EFFECTIVE_AT, help="effective-length threshold")
+    p.add_argument("--threshold", type=float, default=choices.EFFECTIVE_AT,
+                   help=f"effective-length threshold: the longest length a scheme scores at least this at "
+                        f"(default {choices.EFFECTIVE_AT})")
     p.add_argument("--wandb", choices=["offline", "online"], default=None,
                    help="also log the leaderboard and MRR to W&B as tables (offline: sync later)")
     p.add_argument("--project", default=None, help="W&B project for --wandb (default: the config's logger.project)")
@@ -78,6 +81,8 @@ def check_replace(prog: str, args, runs: int, total: int | None) -> None:
     """Refuse (``Refused``, 1) to write a board of ``runs`` runs (of the ``total`` its sweep
     declares) over one under --out that holds more (``declared.written_runs``), unless --force: an
     interrupted sweep must not silently replace a fuller published report."""
+    from suite.report import declared
+
     out = Path(args.out) / args.sweep
     written = declared.written_runs(out)
     if written is not None and runs < written and not args.force:
@@ -90,6 +95,8 @@ def console_mrr(r: dict) -> pd.DataFrame:
     """The MRR table as the terminal shows it: the report's, with the runs behind each of a
     scheme's cells ('n=3'; 'n=2-3' where its tasks differ) and the tasks on which some did not
     learn (the report's mark)."""
+    from suite.report import render
+
     shown = render.mrr_display(r["mrr"], r["mrr_marks"])
     runs = r["board"].drop_duplicates(["scheme", "task"]).groupby("scheme").runs.agg(["min", "max"])
     counts = [f"n={lo}" if lo == hi else f"n={lo}-{hi}" for lo, hi in runs.loc[r["mrr"].scheme].to_numpy()]
@@ -99,6 +106,8 @@ def console_mrr(r: dict) -> pd.DataFrame:
 
 def publish(r: dict, args) -> Path:
     """Write the built report ``r`` under --out, print its MRR, and log it to W&B when asked."""
+    from suite.report import render
+
     if r["warning"]:
         print(f"warning: {r['warning']}", file=sys.stderr)
     out = render.save(r, Path(args.out) / args.sweep)
@@ -130,6 +139,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report") ->
         print(f"no results under {where}", file=sys.stderr)
         return 1
     choices.check_metric(p.prog, args.metric, {str(source): df})
+    from suite.report import declared, render
+
     phase = lambda text: print(f"{args.sweep}: {text}", file=sys.stderr, flush=True)  # noqa: E731
     phase(f"read {df.run_id.nunique()} runs ({len(df):,} rows) from {source}"
           + (f" and {len(args.beside)} --beside source(s)" if args.beside else ""))

@@ -32,8 +32,8 @@ from suite.report import labels, stats
 from suite.evaluation.slices import parse_slice
 from suite.results.learned import LEARNED_AT, learned, learned_mark  # noqa: F401 (the report's names too)
 from suite.results.store import DECLARED
+from suite.report.choices import EFFECTIVE_AT, TIE_RULES  # declared where a command's --help reads them
 
-TIE_RULES = ("min", "average")
 BREAKDOWN_COLUMNS = ("spans", *KINDS, "pattern", "model", "train_len")
 # what a run's configuration is made of, for rows written before ``config_hash`` existed
 CONFIG_COLUMNS = ("model", "n_layers", "d_model", "n_heads", "pattern", "positions", "spans", *KINDS,
@@ -41,7 +41,6 @@ CONFIG_COLUMNS = ("model", "n_layers", "d_model", "n_heads", "pattern", "positio
 BOOTSTRAP_REPS = 1000
 BOOTSTRAP_SEED = 0
 TIED_BELOW = 0.01  # the one tie rule: two means closer than this are tied (power and MRR alike)
-EFFECTIVE_AT = 0.8  # the effective length: the longest eval length up to which a scheme scores at least this
 SPLIT = "split"  # the slice field naming an evaluation split: a distribution the task's eval_generate draws from
 
 
@@ -231,8 +230,11 @@ def tie_ranks(s: np.ndarray, tie: str = "min", margin: float = TIED_BELOW) -> np
     by at least ``margin`` (``tie="min"``: tied schemes share the best rank); ``tie="average"``
     adds half of the schemes tied with it. No rank counts a difference below the margin, and with
     ``margin=0`` these are the usual min and average ranks."""
-    with np.errstate(invalid="ignore"):  # two absent schemes: -inf - -inf is NaN, neither beats the other
-        diff = s[:, None, :, :] - s[:, :, None, :]  # [r, i, j, c] = s_j - s_i: how far scheme j is ahead of i
+    ahead_of, behind = s[:, None, :, :], s[:, :, None, :]
+    both_absent = np.isneginf(ahead_of) & np.isneginf(behind)  # -inf - -inf: no difference to take, NaN
+    diff = np.subtract(ahead_of, behind, out=np.full(np.broadcast_shapes(ahead_of.shape, behind.shape), np.nan),
+                       where=~both_absent)  # [r, i, j, c] = s_j - s_i: how far scheme j is ahead of i
+    with np.errstate(invalid="ignore"):
         beats = np.nan_to_num(diff, nan=-np.inf) >= margin  # absent schemes (-inf) never beat, never lose
         tied = (np.abs(np.nan_to_num(diff, nan=np.inf)) < margin) | (s[:, None, :, :] == s[:, :, None, :])
     ahead = beats.sum(axis=2)  # per (r, i, c): the schemes that beat i by the margin
