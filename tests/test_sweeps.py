@@ -57,7 +57,20 @@ def test_the_default_sweeps_runs_are_the_flagships_own():
     a flagship run of the same id (same spec), so the published default board is read from them."""
     default = {spec.run_id for _, spec in _built_jobs("default")}
     flagship = {spec.run_id for _, spec in _built_jobs("flagship")}
-    assert len(default) == 36 and len(flagship) == 120 and default <= flagship
+    assert len(default) == 36 and len(flagship) == 180 and default <= flagship
+
+
+@pytest.mark.exhaustive
+def test_the_flagships_text_family_is_the_lm_boards_classic_six():
+    """The flagship's natural-text family trains as the lm board does (64-byte windows, 1 to 8x):
+    its 60 text runs are the lm board's classic-six runs, same ids, so one set of numbers serves both.
+
+    Mutation check: dropping ``train.seq_len: 64`` from conf/family/code.yaml makes this fail."""
+    classic = ("nope", "sinusoidal", "learned", "rope", "alibi", "t5")
+    flagship = {spec.run_id for _, spec in _built_jobs("flagship") if spec.taskset in ("code", "prose")}
+    lm = {spec.run_id for job, spec in _built_jobs("lm") if any(f"+arch={a}" in job for a in classic)}
+    assert len(flagship) == 60 and flagship == lm
+    assert {spec.train.seq_len for _, spec in _built_jobs("lm")} == {64}
 
 
 @pytest.mark.exhaustive
