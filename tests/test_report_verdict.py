@@ -68,3 +68,13 @@ def test_the_verdict_says_whether_the_first_two_are_separated():
     assert verdict.verdict(no_ood) == ("rope is the only scheme ranked by MRR over all cells (0.75 [0.70, 0.80]): "
                                        "nothing to compare.")
     assert verdict.verdict(_mrr([])) == "No scheme has a score: nothing is ranked."
+
+
+def test_a_board_where_no_two_schemes_share_a_cell_ranks_nothing():
+    """A scheme is ranked only in cells another scheme is in too, so a board of one scheme (or of
+    schemes on disjoint tasks) has an MRR table with no value: the verdict says so.
+
+    Mutation check: dropping the ``ranked.empty`` branch in verdict.verdict makes this fail
+    (IndexError)."""
+    unranked = _mrr([("alibi",) + (float("nan"),) * 6])
+    assert verdict.verdict(unranked) == "No two schemes share a cell: nothing is ranked."

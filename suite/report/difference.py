@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
 
 LEVEL = 0.95
 VERDICTS = ("same", "better", "worse", "higher", "lower", "not separated", "too few seeds", "no value")
@@ -40,6 +39,8 @@ def welch_interval(a, b, level: float = LEVEL) -> tuple[float, float, float]:
     """(difference, low, high): mean(a) - mean(b) over the finite values of each, and its Welch
     t interval at ``level`` (a prediction interval when one side has one value); NaN difference
     when a side has no value, NaN bounds when each side has one."""
+    from scipy import stats  # imported when a difference is taken, so --help loads no scipy
+
     a, b = _finite(a), _finite(b)
     if not len(a) or not len(b):
         return math.nan, math.nan, math.nan

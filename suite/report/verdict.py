@@ -22,6 +22,8 @@ def verdict(mrr: pd.DataFrame) -> str:
         return "No scheme has a score: nothing is ranked."
     name, where = ("mrr_ood", "beyond the training length") if mrr.mrr_ood.notna().any() else ("mrr_all", "over all cells")
     ranked = mrr[mrr[name].notna()].sort_values(name, ascending=False, kind="stable")
+    if ranked.empty:  # a scheme is ranked only in cells another scheme is in too
+        return "No two schemes share a cell: nothing is ranked."
     top = ranked.iloc[0]
     if len(ranked) == 1:
         return f"{top.scheme} is the only scheme ranked by MRR {where} ({_interval(top, name)}): nothing to compare."
