@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.commands.cu
     p.add_argument("--out", default=None, help="the PNG to write (default: curve-<run id or source name>.png here)")
     args = p.parse_args(argv)
     name = Path(args.source).name.removesuffix(".jsonl.gz").removesuffix(".json") or "curve"
-    out = check_output(p.prog, "--out", args.out or f"curve-{name}.png", kind="file")
+    out = check_output(p.prog, "--out", f"curve-{name}.png" if args.out is None else args.out, kind="file")
     payloads = load_runs(args.source, args.results)
     by = "run" if args.runs or len(payloads) == 1 else "cell"
     found, without = curves(payloads, by=by)

@@ -139,6 +139,13 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report") ->
         print(f"no results under {where}", file=sys.stderr)
         return 1
     choices.check_metric(p.prog, args.metric, {str(source): df})
+    build_and_publish(p.prog, args, df, source)
+    return 0
+
+
+def build_and_publish(prog: str, args, df: pd.DataFrame, source) -> None:
+    """Count the board's runs against its sweep's (refusing to replace a fuller report), build it
+    and write it, each phase said on stderr."""
     from suite.report import declared, render
 
     phase = lambda text: print(f"{args.sweep}: {text}", file=sys.stderr, flush=True)  # noqa: E731
@@ -146,14 +153,13 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report") ->
           + (f" and {len(args.beside)} --beside source(s)" if args.beside else ""))
     runs = int(df[df.source.isna()].run_id.nunique())  # the sweep's own, not those --beside it
     total = declared.declared_runs(args.sweep, runs)
-    check_replace(p.prog, args, runs, total)
+    check_replace(prog, args, runs, total)
     if coverage := declared.coverage(args.sweep, runs, total):
         print(coverage)
     phase(f"building the board: {df.task.nunique()} task(s), the MRR's bootstrap intervals, the power section")
     built = render.build(df, args.sweep, args.tie, args.threshold, args.metric, source=str(source))
     phase(f"writing the board ({len(built['board'])} cells), its plots and pages under {Path(args.out) / args.sweep}")
     publish({**built, "coverage": coverage}, args)
-    return 0
 
 
 if __name__ == "__main__":

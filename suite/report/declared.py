@@ -64,15 +64,20 @@ def declared_runs(sweep: str, have: int = 0) -> int | None:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from suite.config.build import SpecError
-
-    if not sweep_file(sweep).is_file():
-        return None
     try:
+        if not sweep_file(sweep).is_file():
+            return None
         jobs = _jobs(sweep)
-        if have >= len(jobs):
-            return len(jobs)
-        print(f"counting the runs conf/sweep/{sweep_file(sweep).name} declares ({len(jobs)} jobs) ...", flush=True)
+    except (HydraException, OmegaConfBaseException, ValueError, ImportError):  # no config or its code here
+        return None
+    if have >= len(jobs):
+        return len(jobs)
+    try:  # building the jobs needs the model and task code; a checkout without it declares nothing
+        from suite.config.build import SpecError
+    except ImportError:
+        return None
+    print(f"counting the runs conf/sweep/{sweep_file(sweep).name} declares ({len(jobs)} jobs) ...", flush=True)
+    try:
         return _distinct_runs(jobs)
     except (HydraException, OmegaConfBaseException, SpecError, ValueError):
         return None
