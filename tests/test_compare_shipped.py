@@ -75,6 +75,11 @@ def test_two_shipped_boards_of_the_same_runs_match_both_ways(tmp_path, capsys):
         assert max(len(line) for line in printed.splitlines() if not line.startswith(("A  ", "B  ", "wrote"))) <= 120
 
 
+# the natural-text family joined the flagship's definition (conf/family/); its shipped board gains
+# those runs when it is published again
+NOT_YET_SHIPPED = {"flagship.jsonl.gz": {"code", "prose"}}
+
+
 @pytest.mark.parametrize("name", fast_or_exhaustive(BOARDS, fast={"default.jsonl.gz"}))
 def test_todays_sweep_file_composes_the_configurations_its_shipped_board_holds(name):
     """``make sweep SWEEP=<name>`` today would store runs of exactly the configurations of
@@ -83,6 +88,8 @@ def test_todays_sweep_file_composes_the_configurations_its_shipped_board_holds(n
 
     Mutation check: keeping ``model.name`` in ``compare.configuration`` makes the kz and
     flipflop_path cases fail (their sweep files name the model 'tiny(n_heads=2)', the board 'tiny')."""
-    today = {match_key(spec.to_dict()) for _, spec in _built_jobs(Path(name).name.removesuffix(".jsonl.gz"))}
+    jobs = _built_jobs(Path(name).name.removesuffix(".jsonl.gz"))
     shipped = {match_key(payload["run"]["spec"]) for _, payload in store.payloads(PUBLISHED / name)}
-    assert today == shipped
+    if name in NOT_YET_SHIPPED:  # families a sweep file gained that its shipped board does not hold yet
+        jobs = [(job, spec) for job, spec in jobs if spec.taskset not in NOT_YET_SHIPPED[name]]
+    assert {match_key(spec.to_dict()) for _, spec in jobs} == shipped
