@@ -17,7 +17,7 @@ arg = $(patsubst $(1)=%,%,$(lastword $(filter $(1)=%,$(ARGS))))
 NODE_WHEELS ?= "hydra-core==1.3.8" "omegaconf==2.3.1" "hydra-joblib-launcher==1.2.0" "tabulate==0.10.0" "packaging==26.4"
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-exhaustive sweep report publish report-check bench bench-numerics bench-gpu wheelhouse summary lmeval reproduce clean
+.PHONY: help install test test-exhaustive sweep report publish report-check bench bench-numerics bench-gpu wheelhouse summary lmeval reproduce store-snapshot clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -42,10 +42,11 @@ sweep: install ## run a sweep (SWEEP=default|flagship|kz|windows|hybrids|zoo|sta
 	$(BIN)/python -m suite.run +sweep=$(SWEEP) $(ARGS)
 	$(MAKE) --no-print-directory report SWEEP=$(or $(call arg,sweep_name),$(SWEEP)) RESULTS=$(or $(call arg,results_dir),results)
 
-report: install ## build reports/<sweep>/ from <RESULTS>/<sweep>/ (RESULTS=results), else from published/<sweep>.jsonl.gz (FROM=results|published, BESIDE=<folder or .jsonl.gz>, METRIC=..., WANDB=offline|online, PROJECT=..., ENTITY=...)
-	$(BIN)/python -m suite.report $(SWEEP) $(if $(RESULTS),--results $(RESULTS)) $(if $(FROM),--from $(FROM)) $(foreach b,$(BESIDE),--beside $(b)) $(if $(METRIC),--metric $(METRIC)) $(if $(WANDB),--wandb $(WANDB)) $(if $(PROJECT),--project $(PROJECT)) $(if $(ENTITY),--entity $(ENTITY))
+report: install ## build reports/<sweep>/ from <RESULTS>/<sweep>/ (RESULTS=results), else from published/<sweep>.jsonl.gz (FROM=results|published, BESIDE=<folder or .jsonl.gz>, METRIC=..., WANDB=offline|online, PROJECT=..., ENTITY=...); FORCE=1 replaces a report that holds more runs
+	$(BIN)/python -m suite.report $(SWEEP) $(if $(RESULTS),--results $(RESULTS)) $(if $(FROM),--from $(FROM)) $(foreach b,$(BESIDE),--beside $(b)) $(if $(METRIC),--metric $(METRIC)) $(if $(WANDB),--wandb $(WANDB)) $(if $(PROJECT),--project $(PROJECT)) $(if $(ENTITY),--entity $(ENTITY)) $(if $(filter 1,$(FORCE)),--force)
 
-report-check: install ## open every reports/*/index.html in headless Chromium and check what a reader sees (apt-get install chromium)
+report-check: install ## check that README's marked tables quote only numbers their reports hold, then open every reports/*/index.html in headless Chromium and check what a reader sees (apt-get install chromium)
+	$(BIN)/python -m suite.report.readme_check
 	$(BIN)/pip install -q -e ".[check]"
 	$(BIN)/python -m suite.report.check $(patsubst %/index.html,%,$(wildcard reports/*/index.html))
 
@@ -76,6 +77,9 @@ lmeval: install ## score a stored run with lm-eval (RUN=<run id, hash, result fi
 
 reproduce: install ## rerun K runs (default 3) of a published sweep and say whether each lands on its published number or inside its interval (SWEEP=..., K=...)
 	$(BIN)/python -m suite.reproduce $(SWEEP) -k $(or $(K),3)
+
+store-snapshot: install ## rewrite suite/config/store_snapshot.json, which answers posbench run --help and tab completion without torch (after an edit to the schema, a scheme, a task or a conf/ YAML)
+	$(BIN)/python -m suite.config.store_snapshot
 
 clean: ## remove run output (results/, wandb/, outputs/, multirun/)
 	rm -rf results wandb outputs multirun

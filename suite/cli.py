@@ -9,6 +9,8 @@
     posbench show <task>              one example of a task (suite.commands.show)
     posbench lmeval --run <run> ...   score a run with lm-eval (suite.lmeval)
     posbench compare A B [C ...]      sweeps side by side (suite.report.compare)
+    posbench curve <run or folder>    learning curves of a run or of each cell (suite.commands.curve)
+    posbench reproduce <sweep>        rerun published runs here, score by score (suite.reproduce)
 
 Tab completion of ``run``: ``eval "$(posbench run -sc install=bash)"``.
 """
@@ -29,6 +31,8 @@ COMMANDS = {
     "show": ("suite.commands.show", "print one example of a task"),
     "lmeval": ("suite.lmeval.__main__", "score a stored run or a model with lm-eval"),
     "compare": ("suite.report.compare", "two or more sweeps in one table and one plot"),
+    "curve": ("suite.commands.curve", "plot loss and in-distribution score against steps, per run or cell"),
+    "reproduce": ("suite.reproduce", "rerun published runs on this machine and say where each score lands"),
 }
 COMPLETION = ("-sc", "--shell-completion")
 
@@ -42,15 +46,26 @@ def usage() -> str:
 def _run(args: list[str]) -> int:
     """Hydra's ``suite.run`` under ``posbench run``. Hydra's bash completion calls
     ``posbench -sc query=bash`` with ``COMP_LINE='posbench run ...'``: the word ``run`` is taken
-    out of the line so Hydra completes the overrides after it."""
+    out of the line so Hydra completes the overrides after it. Help and completion are answered by
+    Hydra over the schema's snapshot (``suite.config.store_snapshot``: no torch, well under a
+    second) while it is current, else by ``suite.run`` itself."""
     line = os.environ.get("COMP_LINE")
     if line is not None:
         os.environ["COMP_LINE"] = re.sub(r"^(\s*\S+)\s+run(\s|$)", r"\1\2", line)
-    from suite.run import main as run_main, override_problem
+    run_main = None
+    from suite.config import store_snapshot
 
-    if line is None and (problem := override_problem(args)) is not None:
-        print(problem, file=sys.stderr)
-        return 2
+    if line is None and (text := store_snapshot.stored_help(args)) is not None:
+        print(text, end="")
+        return 0
+    if store_snapshot.asks_help_or_completion(args, completing=line is not None):
+        run_main = store_snapshot.hydra_main()  # None when the snapshot is stale: the full path answers
+    if run_main is None:
+        from suite.run import main as run_main, override_problem
+
+        if line is None and (problem := override_problem(args)) is not None:
+            print(problem, file=sys.stderr)
+            return 2
     argv_before, sys.argv = sys.argv, ["posbench", *args]
     try:
         run_main()

@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import functools
 import os
+import re
 import sys
 import tempfile
 import warnings
@@ -91,16 +92,32 @@ def check_output(prog: str, option: str, path, kind: str = "folder") -> Path:
     return Path(path)
 
 
+def plain(text: str) -> str:
+    """``text`` as a terminal shows it: the docstrings' reStructuredText literal markup (a name
+    between double backquotes) left off, the name kept."""
+    return re.sub(r"``(.+?)``", r"\1", text, flags=re.DOTALL)
+
+
 def description(doc: str) -> str:
-    """The first paragraph of a command module's docstring, less its usage line before ``: ``."""
-    return " ".join(doc.strip().split("\n\n")[0].split()).split(": ", 1)[-1]
+    """The first paragraph of a command module's docstring, less its usage line before ``: ``,
+    as plain text (``plain``)."""
+    return plain(" ".join(doc.strip().split("\n\n")[0].split()).split(": ", 1)[-1])
+
+
+def as_prog(doc: str, prog: str) -> str:
+    """``doc`` with the module's own ``python -m <module>`` (the one its first line names) written
+    as ``prog``, the name the command was called by (``posbench lmeval``), and as plain text."""
+    own = re.match(r"\s*``(python -m [\w.]+)", doc)
+    return plain(doc.replace(own.group(1), prog) if own else doc)
 
 
 def parser(prog: str, doc: str, whole_doc: bool = False) -> argparse.ArgumentParser:
     """A command's parser, described by ``description(doc)``, or by all of ``doc`` as written
-    (``whole_doc``: a command whose help is its usage examples)."""
+    (``whole_doc``: a command whose help is its usage examples, under the name it was called by:
+    ``as_prog``)."""
     if whole_doc:
-        return argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+        return argparse.ArgumentParser(prog=prog, description=as_prog(doc, prog),
+                                       formatter_class=argparse.RawDescriptionHelpFormatter)
     return argparse.ArgumentParser(prog=prog, description=description(doc))
 
 

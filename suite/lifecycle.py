@@ -21,7 +21,7 @@ from suite.evaluation.diagnostics import diagnostic_examples, diagnostic_rows
 from suite.evaluation.evaluate import evaluate, marked_metrics
 from suite.results.identity import run_columns
 from suite.model.lm import PosBenchLM
-from suite.progress import StepLog, calls_per_line, finished_line
+from suite.progress import StepLog, calls_per_line, finished_line, run_label
 from suite.config.spec import RunSpec
 from suite.tracking import Tracker, wandb_config, wandb_dir, wandb_id
 from suite.training.loop import TrainResult, train
@@ -40,6 +40,7 @@ class RunLifecycle:
     def __init__(self, spec: RunSpec, rid: str, results_dir, logger_cfg: Optional[dict], device: torch.device):
         self.spec, self.rid, self.results_dir, self.device = spec, rid, results_dir, device
         self.columns = run_columns(spec)
+        self.label = run_label(self.columns, spec.taskset)
         self.main_rank = distributed.is_main()
         self.timing: dict[str, float] = {}
         self.earlier: dict[str, float] = {}  # wall_s and timing of an earlier process's work on this run
@@ -82,11 +83,11 @@ class RunLifecycle:
             return result, False
         # off a terminal (no tqdm bar) the main process writes a plain progress line per logged step
         plain = not progress and self.main_rank
-        log_step = (StepLog(self.rid, self.spec.train.steps, log.info, self.tracker.log,
+        log_step = (StepLog(f"{self.rid} ({self.label})", self.spec.train.steps, log.info, self.tracker.log,
                             every=calls_per_line(self.spec.train.steps, log_every)) if plain else self.tracker.log)
         result = train(self.model, self.spec, [task for _, task in self.tasks], ckpt_path=self.work / "ckpt.pt",
                        ckpt_every=ckpt_every, log=log_step, log_every=log_every, progress=progress,
-                       on_step=self._during_training)
+                       on_step=self._during_training, label=self.label)
         self.timing["batches_s"], self.timing["train_s"] = result.batch_s, result.wall_s - result.batch_s
         self.earlier = {"wall_s": result.earlier_s}  # a killed process's training before the checkpoint resumed
         return result, True
@@ -136,14 +137,17 @@ class RunLifecycle:
 
     def store(self, result: TrainResult, rows: list[dict]) -> Path:
         """The result file first, then what is optional (W&B rows); one line says how it ended. Each
-        row names its task's headline metric, so the stored run ranks without the task's code."""
+        row names its task's headline metric, so the stored run ranks without the task's code. The
+        run's record holds its whole training history (``history``: every ``log_every``-th step and
+        the last, with loss, learning rate, gradient norm and tokens per second; a resumed run's
+        from its first step, carried by the checkpoint), what ``posbench curve`` draws."""
         wall, timing = self.worked()
         stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
         headline = {t.name: task.primary_metric for t, task in self.tasks}
         rows = [{**row, "headline": headline[row["task"]], "wall_s": round(wall, 2), "timestamp": stamp} for row in rows]
         meta = {**self.columns, "timing": {k: round(v, 3) for k, v in timing.items()}, "wall_s": round(wall, 2),
                 "timestamp": stamp, "train_status": result.status, "resumed_from": result.resumed_from,
-                "final_loss": result.final_loss, "processes": distributed.world_size() if distributed.active() else 1,
+                "final_loss": result.final_loss, "history": result.history, "processes": distributed.world_size() if distributed.active() else 1,
                 "numeric": numerics.signature(), "spec": self.spec.to_dict()}
         corpora = {t.name: task.text.record() for t, task in self.tasks if hasattr(task, "text")}
         if corpora:  # natural text: the corpus's digest, size and training and held-out documents

@@ -2,13 +2,17 @@
 
 On a terminal the training loop draws a tqdm bar. Off one (a joblib worker, a SLURM job, output
 redirected to a file) ``StepLog`` writes a plain line every ``log_every`` steps: the step, the
-loss, tokens per second and the time left. ``finished_line`` is the one line a sweep prints per
-finished run: its id, status, wall time and headline scores.
+loss, tokens per second and the time left; both name the run by ``run_label`` (scheme, span,
+pattern, task, seed). ``finished_line`` is the one line a sweep prints per finished run: its id,
+status, wall time and headline scores.
 """
 from __future__ import annotations
 
+import json
 import math
+import os
 import time
+from pathlib import Path
 from typing import Callable, Optional
 
 
@@ -20,6 +24,18 @@ def duration(seconds: float) -> str:
     if seconds < 3600:
         return f"{seconds // 60}m{seconds % 60:02d}s"
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def run_label(columns: dict, task: str) -> str:
+    """A run as a person names it: scheme, span (with its window or chunk), the layer pattern when
+    it is not ``uniform``, task (or task set) and seed, from the run's columns
+    (``suite.results.identity.run_columns``): 'rope swa(w=16) copy seed 0',
+    'rope+nope full rnope copy seed 1'."""
+    sizes = ",".join(f"{short}={columns[kind]}" for kind, short in (("window", "w"), ("chunk", "c"))
+                     if columns.get(kind) is not None)
+    span = f"{columns['spans']}({sizes})" if sizes else str(columns["spans"])
+    pattern = [] if columns.get("pattern") in (None, "uniform") else [str(columns["pattern"])]
+    return " ".join([str(columns["positions"]), span, *pattern, task, f"seed {columns['seed']}"])
 
 
 LINES_PER_RUN = 10  # plain progress lines a run writes, about: a sweep's log stays readable
@@ -89,3 +105,122 @@ def finished_line(run_id: str, status: str, wall_s: float, rows: list[dict], tas
     parts = [f"{name} {metric}@{train_len} {'-' if math.isnan(value) else f'{value:.4f}'}"
              for name, (metric, value) in headline_scores(rows, tasks, train_len).items()]
     return f"done {run_id}: {status} in {wall_s:.1f}s | " + ", ".join(parts)
+
+
+# A multirun's progress. Hydra numbers its jobs (``hydra.job.num``, 0-based, across the whole
+# sweep) but tells no job how many there are, and with the joblib or submitit launcher each job
+# runs in a worker process of its own. So the sweep's callback (``suite.config.validate``), which
+# expands every job before the first starts, writes the count and the parallelism to a plan file in
+# the sweep's folder (``hydra.sweep.dir``, one per invocation: ``validate.PLAN``), and every job
+# appends one line to the ledger beside it when it ends. A job reads both: "run k of N" and the
+# time left from the jobs done.
+
+
+class SweepProgress:
+    """Job ``k`` (1-based) of a sweep of ``n`` jobs, ``parallel`` at a time, whose jobs record their
+    end in ``ledger``. The time left is the runs not yet done times the mean wall time of the runs
+    this invocation trained, divided by ``parallel``; runs found already stored (skipped, or copied
+    from another sweep's folder) count as done but not in that mean, since they take no time."""
+
+    def __init__(self, k: int, n: int, parallel: int, ledger=None):
+        self.k, self.n, self.parallel = k, n, max(1, parallel)
+        self.ledger = None if ledger is None else Path(ledger)  # None: kept in memory (one process's runs)
+        self._kept: list[dict] = []
+
+    @classmethod
+    def of_plan(cls, plan_file, job_num: int) -> Optional["SweepProgress"]:
+        """Job ``job_num`` (Hydra's, 0-based) of the sweep whose plan (``{"jobs", "parallel"}``) is
+        ``plan_file``, its ledger beside it (``<plan>.jsonl``); None when there is no readable plan
+        (a sweep launched without the callback)."""
+        try:
+            plan = json.loads(Path(plan_file).read_text())
+            return cls(int(job_num) + 1, int(plan["jobs"]), int(plan.get("parallel", 1)), Path(plan_file).with_suffix(".jsonl"))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def done(self) -> list[dict]:
+        """The ledger's lines: one per finished job, {"job", "trained", "wall_s"}."""
+        if self.ledger is None:
+            return list(self._kept)
+        try:
+            text = self.ledger.read_text()
+        except OSError:
+            return []
+        out = []
+        for line in text.splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a line cut short by a killed job
+            if isinstance(entry, dict):
+                out.append(entry)
+        return out
+
+    def status(self, done: Optional[list[dict]] = None) -> str:
+        """'4 of 36 done (2 already stored), about 12m30s left at 1m15s a run, 2 at a time', from the
+        ledger's lines (``done``, default: all of them now)."""
+        done = self.done() if done is None else done
+        trained = [float(e["wall_s"]) for e in done if e.get("trained")]
+        stored = len(done) - len(trained)
+        count = f"{len(done)} of {self.n} done" + (f" ({stored} already stored)" if stored else "")
+        if len(done) >= self.n:
+            return count
+        if not trained:
+            return f"{count}, time left known after the first trained run"
+        per_run = sum(trained) / len(trained)
+        left = per_run * max(0, self.n - len(done)) / self.parallel
+        return f"{count}, about {duration(left)} left at {duration(per_run)} a run, {self.parallel} at a time"
+
+    def start_line(self, label: str) -> str:
+        """'run 3 of 36: rope full copy seed 0 | 2 of 36 done, ...': what a job prints first."""
+        return f"run {self.k} of {self.n}: {label} | {self.status()}"
+
+    def finish(self, trained: bool, wall_s: float) -> str:
+        """Record this job's end in the ledger (one appended line) and return the line a job prints last."""
+        entry = {"job": self.k, "trained": bool(trained), "wall_s": round(float(wall_s), 3)}
+        if self.ledger is None:
+            self._kept.append(entry)
+        else:
+            self._append(json.dumps(entry) + "\n")
+        done = self.done()  # up to this job's own line: what another job appends after it is its own news
+        mine = max((i for i, e in enumerate(done) if e.get("job") == self.k), default=len(done) - 1)
+        return f"run {self.k} of {self.n} {'finished' if trained else 'already stored'} | {self.status(done[:mine + 1])}"
+
+    def _append(self, line: str) -> None:
+        fd = os.open(self.ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())  # one short append: whole lines, whatever the jobs' order
+        finally:
+            os.close(fd)
+
+
+class CountLines:
+    """A count of work items off a terminal (lm-eval's requests, which a tqdm bar shows only on
+    one): a plain line through ``write`` about ``lines`` times, and at the end, 'Running
+    loglikelihood requests 2,780/27,800 (10%) ETA 2m10s', the time left at the pace since it was
+    made. Each update is also handed to ``bar`` (a tqdm bar, off here), so callers hold one object."""
+
+    def __init__(self, bar, total: int, desc: str, write: Callable[[str], None],
+                 clock: Callable[[], float] = time.perf_counter, lines: int = LINES_PER_RUN):
+        self.bar, self.total, self.desc, self.write, self.clock = bar, int(total), desc, write, clock
+        self.step = max(1, -(-self.total // max(1, lines)))  # ceil(total / lines)
+        self.done, self.next, self.t0 = 0, self.step, clock()
+
+    def update(self, n: int = 1) -> None:
+        self.bar.update(n)
+        self.done += n
+        if self.done >= self.next or self.done >= self.total:
+            self.next = (self.done // self.step + 1) * self.step
+            elapsed = self.clock() - self.t0
+            left = elapsed / self.done * max(0, self.total - self.done) if self.done else None
+            self.write(f"{self.desc} {self.done:,}/{self.total:,} ({100 * self.done / max(1, self.total):.0f}%) "
+                       f"ETA {'-' if left is None else duration(left)}")
+
+    def close(self) -> None:
+        self.bar.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

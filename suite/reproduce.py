@@ -22,6 +22,7 @@ import dataclasses
 import io
 import random
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -129,8 +130,9 @@ def boards_main(published: Path, other: Path, out: Path | None = None) -> int:
     return 1 if counts.get("outside interval", 0) else 0
 
 
-def rerun(payload: dict, results_dir: Path, sweep: str) -> Path | None:
-    """Train, evaluate and store the published run ``payload`` again, under this checkout's code."""
+def rerun(payload: dict, results_dir: Path, sweep: str, outcome: dict | None = None) -> Path | None:
+    """Train, evaluate and store the published run ``payload`` again, under this checkout's code;
+    ``outcome["trained"]`` says whether it was trained now or found stored (``suite.run.execute``)."""
     from suite.config.build import run_spec_from_dict
     from suite.config.codedigest import spec_digest
     from suite.run import execute
@@ -142,7 +144,20 @@ def rerun(payload: dict, results_dir: Path, sweep: str) -> Path | None:
         spec = dataclasses.replace(spec, code=digest)
     threads = (payload["run"].get("numeric") or {}).get("threads") or 1
     return execute(dataclasses.replace(spec, sweep=sweep), results_dir=results_dir, logger_cfg=None, ckpt_every=0,
-                   threads=int(threads), progress=False)
+                   threads=int(threads), progress=sys.stderr.isatty(), outcome=outcome)
+
+
+def show_run_log() -> None:
+    """The runs' own lines (plain training progress off a terminal, each run's end) on stderr, as
+    a sweep shows them: the ``posbench`` logger, which only Hydra configures, gets a handler."""
+    import logging
+
+    logger = logging.getLogger("posbench")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
 
 
 def stored_reruns(paths: list[Path | None]) -> list[tuple[Path, dict]]:
@@ -160,9 +175,17 @@ def stored_reruns(paths: list[Path | None]) -> list[tuple[Path, dict]]:
     return out
 
 
+def as_published(reruns: pd.DataFrame, published_id: dict[str, str]) -> pd.DataFrame:
+    """The rerun rows under the id of the published run each reruns (``published_id``: rerun id ->
+    published id), so they meet their published rows although this checkout names a run
+    otherwise (another code digest, or another form of the readable id); other rows are left out."""
+    kept = reruns[reruns.run_id.isin(published_id)]
+    return kept.assign(run_id=kept.run_id.map(published_id))
+
+
 @command
-def main(argv: list[str] | None = None) -> int:
-    p = parser("python -m suite.reproduce", __doc__)
+def main(argv: list[str] | None = None, prog: str = "python -m suite.reproduce") -> int:
+    p = parser(prog, __doc__)
     p.add_argument("sweep", nargs="?", help="a published sweep: reads published/<sweep>.jsonl.gz")
     p.add_argument("--boards", nargs=2, type=Path, metavar=("PUBLISHED", "OTHER"),
                    help="compare two leaderboard.csv files of one sweep cell by cell instead (no training)")
@@ -201,16 +224,25 @@ def main(argv: list[str] | None = None) -> int:
     chosen = args.run or choose(list(found), args.k, args.seed)
     from suite.results.numerics import label, signature
 
+    from suite.progress import SweepProgress, run_label
+
     print(f"reproducing {len(chosen)} of {len(found)} runs of {source} on: {label(signature())}")
-    paths = []
-    for rid in chosen:
-        sig = found[rid]["run"].get("numeric")
-        print(f"- {rid} (published on: {label(sig) if isinstance(sig, dict) else 'not recorded'})")
-        paths.append(rerun(found[rid], Path(args.results), args.sweep))
+    show_run_log()
+    paths, runs = [], SweepProgress(0, len(chosen), 1)
+    for runs.k, rid in enumerate(chosen, start=1):
+        run = found[rid]["run"]
+        sig = run.get("numeric")
+        print(f"{runs.start_line(run_label(run, str(run.get('spec', {}).get('taskset', '?'))))}\n"
+              f"  {rid} (published on: {label(sig) if isinstance(sig, dict) else 'not recorded'})", flush=True)
+        t0, outcome = time.perf_counter(), {}
+        paths.append(rerun(found[rid], Path(args.results), args.sweep, outcome))
+        print(runs.finish(outcome.get("trained", False), time.perf_counter() - t0), flush=True)
+    print(f"comparing {len(chosen)} reruns with the published cells of {len(found)} runs", flush=True)
     published = store.load(source)
     with warnings_on_stderr():
-        reruns = store.frame(stored_reruns(paths))
-    reruns = reruns[reruns.run_id.isin(chosen)]
+        stored = stored_reruns(paths)
+    rerun_of = {path: rid for rid, path in zip(chosen, paths) if path is not None}
+    reruns = as_published(store.frame(stored), {payload["run"]["run_id"]: rerun_of[path] for path, payload in stored})
     table = compare(published, reruns)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
     counts = table.verdict.value_counts()

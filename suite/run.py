@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -27,19 +28,23 @@ from suite.config.resources import ResourceError, check_device, check_memory, ch
 from suite.config.spec import RunSpec
 from suite.config.compose import CONF_DIR
 from suite.results import store
-from suite.results.identity import run_id
+from suite.results.identity import run_columns, run_id
 from suite.lifecycle import RunLifecycle
+from suite.progress import SweepProgress, run_label
 
 log = logging.getLogger("posbench")
 
 
 def execute(spec: RunSpec, *, results_dir="results", logger_cfg: dict | None = None, ckpt_every: int = 0,
-            log_every: int = 10, threads: int = 0, progress: bool = True) -> Path | None:
+            log_every: int = 10, threads: int = 0, progress: bool = True, outcome: dict | None = None) -> Path | None:
     """Train, evaluate and store one run; returns its result file (None when another process is
     training it now). Stored runs (``stored``) are skipped; anything else at the result file's
-    name is set aside and the run is done again."""
+    name is set aside and the run is done again. ``outcome["trained"]`` (when given) says whether
+    this call trained or evaluated the run, rather than finding it stored or copying it."""
     rid = run_id(spec)
     out = files.result_path(results_dir, spec.sweep, rid)
+    outcome = {} if outcome is None else outcome
+    outcome["trained"] = False
     if distributed.active():
         return _execute_distributed(spec, rid, out, results_dir, logger_cfg, ckpt_every, log_every, threads, progress)
     if stored(out, rid, spec.run_id, set_aside=False):
@@ -56,6 +61,7 @@ def execute(spec: RunSpec, *, results_dir="results", logger_cfg: dict | None = N
         if (copied := store.copy_from_sibling(results_dir, spec.sweep, rid, spec.run_id)) is not None:
             log.info("skip %s: the same run is stored in another sweep; copied to %s", rid, copied)
             return copied
+        outcome["trained"] = True
         return _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, threads, progress)
 
 
@@ -147,6 +153,23 @@ def override_problem(argv: list[str]) -> str | None:
     return None
 
 
+def sweep_progress() -> SweepProgress | None:
+    """This job's place in its multirun ("run k of N", the time left), or None outside one: the
+    job's number is Hydra's ``hydra.job.num`` and the count is the one the sweep's callback wrote
+    to the sweep's folder (``suite.config.validate.write_plan``), so worker processes know it too."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    from suite.config.validate import PLAN
+
+    if not HydraConfig.initialized():
+        return None
+    hc = HydraConfig.get()
+    if hc.mode != RunMode.MULTIRUN:
+        return None
+    return SweepProgress.of_plan(Path(hc.sweep.dir) / PLAN, hc.job.num)
+
+
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     try:
@@ -160,10 +183,16 @@ def main(cfg: DictConfig) -> None:
         sys.exit(2)
     logger_cfg = OmegaConf.to_container(cfg.logger, resolve=True)
     distributed.init(device)
+    sweep = sweep_progress() if distributed.is_main() else None
+    if sweep is not None:
+        log.info("%s", sweep.start_line(run_label(run_columns(spec), spec.taskset)))
     try:
+        t0, outcome = time.perf_counter(), {}
         execute(spec, results_dir=cfg.results_dir, logger_cfg=logger_cfg, ckpt_every=cfg.ckpt_every,
                 log_every=cfg.log_every, threads=cfg.get("threads", 0),
-                progress=sys.stderr.isatty() and distributed.is_main())
+                progress=sys.stderr.isatty() and distributed.is_main(), outcome=outcome)
+        if sweep is not None:
+            log.info("%s", sweep.finish(outcome["trained"], time.perf_counter() - t0))
     except ResourceError as err:
         log.error("cannot run here: %s", err)
         sys.exit(2)

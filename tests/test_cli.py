@@ -15,13 +15,14 @@ import pytest
 from suite import cli, commandline
 
 ROOT = Path(__file__).resolve().parent.parent
-ARGPARSE = ["report", "summary", "describe", "diagnose", "show", "lmeval", "compare"]
+ARGPARSE = ["report", "summary", "describe", "diagnose", "show", "lmeval", "compare", "reproduce"]
 
 
 def test_the_console_script_is_declared_with_every_subcommand():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts == {"posbench": "suite.cli:main"}
-    assert list(cli.COMMANDS) == ["run", "report", "summary", "describe", "diagnose", "show", "lmeval", "compare"]
+    assert list(cli.COMMANDS) == ["run", "report", "summary", "describe", "diagnose", "show", "lmeval", "compare",
+                                  "curve", "reproduce"]
 
 
 @pytest.mark.parametrize("command", ARGPARSE)

@@ -103,4 +103,4 @@ def test_the_arch_trains_rope_then_drope():
     # a board tells it from a plain NoPE run, and from NoPE dropped after RoPE
     nope = make_spec("+arch=nope", "task=copy")
     assert run_columns(spec)["positions"] == "rope>drope@0.8" and run_columns(nope)["positions"] == "nope"
-    assert run_id(spec).startswith("rope~drope@0.8-uniform-copy-s0-")
+    assert run_id(spec).startswith("rope~drope@0.8-uniform-full-copy-s0-")

@@ -414,7 +414,7 @@ def case_disk_full_result(results):
         assert _result_file(results).is_file()
 
     return (_rerun(results, prelude=_full_disk("/.rope-")),
-            1, r"could not write .*/h/\.rope-uniform-copy-.*: No space left on device", set(), after)
+            1, r"could not write .*/h/\.rope-uniform-full-copy-.*: No space left on device", set(), after)
 
 
 def case_disk_full_model(results):

@@ -172,6 +172,24 @@ def test_generation_and_scoring_show_progress_bars_unless_asked_not_to(lm, monke
                      ("Running loglikelihood requests", 1, 1, True), ("Running loglikelihood requests", 1, 1, True)]
 
 
+def test_off_a_terminal_scoring_writes_about_ten_plain_lines_of_requests_done(lm, monkeypatch, capsys):
+    """tqdm draws nothing off a terminal, so lm-eval's tens of thousands of requests would run
+    silently: the count is written as plain lines instead (25 requests, 2 a batch: a line at each
+    multiple of 3 passed, and at the end), and none when lm-eval asks for no bar.
+
+    Mutation check: in suite/lmeval/model.py ``progress``, returning the bar alone off a terminal
+    (``if disable or True``) makes this fail."""
+    monkeypatch.setattr(lm, "batch_size", 2)
+    capsys.readouterr()
+    lm.loglikelihood([Instance("loglikelihood", {}, ("apple fox", " 17"), i) for i in range(25)])
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("Running ")]
+    counts = [int(re.fullmatch(r"Running loglikelihood requests (\d+)/25 \(\d+%\) ETA (-|\d+s)", line).group(1))
+              for line in lines]
+    assert counts == [4, 6, 10, 12, 16, 18, 22, 24, 25]
+    lm.loglikelihood([Instance("loglikelihood", {}, ("apple fox", " 17"), i) for i in range(5)], disable_tqdm=True)
+    assert "Running " not in capsys.readouterr().err
+
+
 def test_an_unknown_word_is_named(lm):
     with pytest.raises(ValueError, match="'banana' is not in the PosBench vocabulary"):
         lm.loglikelihood([Instance("loglikelihood", {}, ("apple banana", " fox"), 0)])

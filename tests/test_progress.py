@@ -1,6 +1,7 @@
 """Progress off a terminal: a plain line about ten times a run, on logged steps (step, loss,
-tokens/s, time left),
-and one line per finished run (run id, status, wall time, each task's headline score).
+tokens/s, time left), naming the run (scheme, span, task, seed), one line per finished run (run
+id, status, wall time, each task's headline score), and in a multirun "run k of N" with the
+sweep's time left.
 
 Mutation check: in suite/progress.py StepLog.eta, steps left total - 1 - step -> total - step makes
 test_step_lines_show_step_loss_speed_and_the_time_left_at_the_measured_pace fail."""
@@ -14,14 +15,14 @@ from pathlib import Path
 from tests import forked_cli
 from suite import files
 from suite.results import store
-from suite.progress import StepLog, calls_per_line, duration, finished_line
+from suite.progress import StepLog, SweepProgress, calls_per_line, duration, finished_line, run_label
 from suite.run import execute, run_id
 from tests.conftest import make_spec
 
 ROOT = Path(__file__).parent.parent
 QUICK = ["train.steps=12", "train.batch_size=4", "train.seq_len=16", "eval.n_examples=4", "eval.batch_size=4",
          "eval.multiples=[1,2]", "model.n_layers=2", "model.d_model=32", "logger=none"]
-STEP_LINE = re.compile(r"(\S+) step (\d+)/(\d+) \(\d+%\) loss (\d+\.\d{4}) tok/s ([\d,]+) ETA (\S+)")
+STEP_LINE = re.compile(r"(\S+) \(([^)]*)\) step (\d+)/(\d+) \(\d+%\) loss (\d+\.\d{4}) tok/s ([\d,]+) ETA (\S+)")
 
 
 class Clock:
@@ -81,11 +82,12 @@ def test_off_a_terminal_a_run_logs_a_plain_line_every_log_every_steps(tmp_path, 
     spec = make_spec(*QUICK, "position=alibi", "sweep_name=pl")
     execute(spec, results_dir=tmp_path, progress=False, log_every=5)
     steps = [STEP_LINE.fullmatch(m) for m in _messages(caplog) if " step " in m]
-    assert [int(m.group(2)) for m in steps] == [1, 6, 11, 12]  # steps 0, 5, 10 and the last one
-    assert all(m.group(1) == run_id(spec) and m.group(3) == "12" for m in steps)
-    assert steps[0].group(6) == "-" and all(re.fullmatch(r"\d+s", m.group(6)) for m in steps[1:])
+    assert [int(m.group(3)) for m in steps] == [1, 6, 11, 12]  # steps 0, 5, 10 and the last one
+    assert all(m.group(1) == run_id(spec) and m.group(4) == "12" for m in steps)
+    assert all(m.group(2) == "alibi full copy seed 0" for m in steps)  # scheme, span, task, seed
+    assert steps[0].group(7) == "-" and all(re.fullmatch(r"\d+s", m.group(7)) for m in steps[1:])
     final = store.read_run(files.result_path(tmp_path, "pl", run_id(spec)))["run"]["final_loss"]
-    assert steps[-1].group(4) == f"{final:.4f}"  # the loss of the last step, as stored
+    assert steps[-1].group(5) == f"{final:.4f}"  # the loss of the last step, as stored
 
 
 def test_on_a_terminal_the_bar_stays_and_no_plain_lines_are_written(tmp_path, caplog):
@@ -167,10 +169,103 @@ def test_a_sweep_off_a_terminal_shows_steps_and_one_line_per_finished_run(tmp_pa
     text = out.stdout + out.stderr
     for position in ("nope", "alibi"):
         rid = run_id(make_spec(*QUICK, f"position={position}", "sweep_name=sw"))
-        steps = [int(m.group(2)) for m in STEP_LINE.finditer(text) if m.group(1) == rid]
+        steps = [int(m.group(3)) for m in STEP_LINE.finditer(text) if m.group(1) == rid]
         assert steps == [1, 5, 9, 12]
         assert len(re.findall(rf"done {re.escape(rid)}: ok in \d+\.\ds \| copy token_accuracy@16 \d\.\d{{4}}", text)) == 1
     df = store.load(tmp_path / "sw")  # one stored file per scheme
     assert sorted(df.positions.unique()) == ["alibi", "nope"] and df.run_id.nunique() == 2
     log = [json.loads(line) for line in (tmp_path / "sw" / "_sweeps.jsonl").read_text().splitlines()]
     assert len(log) == 1 and log[0]["jobs"] == 2 and log[0]["parallel"] == 2 and log[0]["wall_s"] > 0
+
+
+SWEEP_START = re.compile(r"run (\d) of (\d): (.+?) \| (.+)")
+SWEEP_END = re.compile(r"run (\d) of (\d) (finished|already stored) \| (.+)")
+TINY = ["train.steps=2", *QUICK[1:], "eval.multiples=[1]", "position=nope,alibi"]
+
+
+def _sweep(tmp_path, name):
+    out = forked_cli.run([sys.executable, "-m", "suite.run", "-m", *TINY, f"results_dir={tmp_path}/res",
+                          "sweep_name=kn", f"hydra.sweep.dir={tmp_path}/{name}"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=600, env={**os.environ})
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = (out.stdout + out.stderr).splitlines()
+    starts = sorted(m.groups() for line in lines if (m := SWEEP_START.search(line)))
+    ends = [m.groups() for line in lines if (m := SWEEP_END.search(line))]
+    return starts, ends
+
+
+def test_each_job_of_a_joblib_sweep_says_run_k_of_n_its_label_and_the_time_left(tmp_path):
+    """Two jobs in two joblib worker processes (the launcher ``make sweep`` uses): each names its
+    number in the sweep (Hydra's job number + 1), the sweep's size, and its scheme, span, task and
+    seed; the job that ends first estimates the time left from its own wall time, the last one says
+    both are done. Run again, both runs are found stored: done, but not in a time estimate.
+
+    Mutation check: in suite/run.py ``sweep_progress``, ``hc.job.num`` -> ``0`` (every job "run 1")
+    fails this; in suite/config/validate.py ``write_plan`` given ``len(jobs) + 1`` fails it."""
+    starts, ends = _sweep(tmp_path, "h1")
+    assert [s[:3] for s in starts] == [("1", "2", "nope full copy seed 0"), ("2", "2", "alibi full copy seed 0")]
+    assert [e[:3] for e in sorted(ends)] == [("1", "2", "finished"), ("2", "2", "finished")]
+    first, last = sorted(ends, key=lambda e: e[3])  # each counts the ledger up to its own line
+    assert re.fullmatch(r"1 of 2 done, about \d+s left at \d+s a run, 2 at a time", first[3])
+    assert last[3] == "2 of 2 done"
+    assert json.loads((tmp_path / "h1" / "_progress.json").read_text()) == {"jobs": 2, "parallel": 2}
+
+    starts, ends = _sweep(tmp_path, "h2")  # the same sweep again: both runs are stored
+    assert [s[:3] for s in starts] == [("1", "2", "nope full copy seed 0"), ("2", "2", "alibi full copy seed 0")]
+    assert sorted(e[2] for e in ends) == ["already stored", "already stored"]
+    assert sorted(e[3] for e in ends) == ["1 of 2 done (1 already stored), time left known after the first trained run",
+                                          "2 of 2 done (2 already stored)"]
+
+
+def test_the_time_left_is_the_mean_trained_run_times_the_runs_left_over_the_parallel_jobs(tmp_path):
+    """Mutation check: in suite/progress.py ``SweepProgress.status``, dropping ``/ self.parallel``
+    (or counting stored runs in the mean) makes this fail."""
+    ledger = tmp_path / "ledger.jsonl"
+    first = SweepProgress(3, 10, 2, ledger)
+    assert first.start_line("rope swa(w=16) copy seed 1") == \
+        "run 3 of 10: rope swa(w=16) copy seed 1 | 0 of 10 done, time left known after the first trained run"
+    assert SweepProgress(1, 10, 2, ledger).finish(False, 0.2) == \
+        "run 1 of 10 already stored | 1 of 10 done (1 already stored), time left known after the first trained run"
+    SweepProgress(2, 10, 2, ledger).finish(True, 60.0)
+    line = SweepProgress(4, 10, 2, ledger).finish(True, 120.0)  # 90 s a trained run, 7 runs left, 2 at a time
+    assert line == "run 4 of 10 finished | 3 of 10 done (1 already stored), about 5m15s left at 1m30s a run, 2 at a time"
+    ledger.write_text(ledger.read_text() + '{"job": 5, "trai')  # a line cut short by a killed job is not counted
+    assert first.status().startswith("3 of 10 done")
+
+
+def test_a_run_label_names_scheme_span_size_pattern_task_and_seed():
+    """Mutation check: in suite/progress.py ``run_label``, leaving out the span makes this fail."""
+    from suite.results.identity import run_columns
+
+    swa = make_spec(*QUICK, "position=rope", "span=swa", "span.window=8", "seed=2")
+    assert run_label(run_columns(swa), swa.taskset) == "rope swa(w=8) copy seed 2"
+    hybrid = make_spec(*QUICK, "pattern=rnope", "seed=1")
+    assert run_label(run_columns(hybrid), hybrid.taskset) == "rope+nope full rnope copy seed 1"
+
+
+def test_the_training_bar_names_the_run(capsys):
+    """Mutation check: the bar's ``desc`` back to ``train {pattern}/{taskset}`` makes this fail."""
+    from suite.model.lm import PosBenchLM
+    from suite.training.loop import train
+
+    spec = make_spec(*QUICK, "train.steps=2", "position=alibi", "seed=4")
+    train(PosBenchLM(spec.model), spec, spec.tasks[0].build(), progress=True, label="alibi full copy seed 4")
+    assert "train alibi full copy seed 4:" in capsys.readouterr().err
+    train(PosBenchLM(spec.model), spec, spec.tasks[0].build(), progress=True)  # without a label: still the seed
+    assert "train uniform/copy seed 4:" in capsys.readouterr().err
+
+
+def test_a_report_says_what_it_is_doing_with_counts(tmp_path, capsys):
+    """One line per phase on stderr: the runs and rows read, the board built, the cells written.
+
+    Mutation check: in suite/report/__main__.py ``main``, counting rows for runs
+    (``len(df)`` for ``df.run_id.nunique()``) makes this fail."""
+    from suite.report.__main__ import main as report
+
+    assert report(["default", "--from", "published", "--out", str(tmp_path)]) == 0
+    phases = [line for line in capsys.readouterr().err.splitlines() if line.startswith("default: ")]
+    df = store.load("published/default.jsonl.gz")
+    board = (tmp_path / "default" / "leaderboard.csv").read_text().splitlines()
+    assert phases[0] == f"default: read {df.run_id.nunique()} runs ({len(df):,} rows) from published/default.jsonl.gz"
+    assert phases[1].startswith(f"default: building the board: {df.task.nunique()} task(s)")
+    assert phases[2] == f"default: writing the board ({len(board) - 1} cells), its plots and pages under {tmp_path / 'default'}"

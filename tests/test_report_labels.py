@@ -35,7 +35,8 @@ def test_a_run_copied_from_another_sweep_is_named_by_its_settings_not_its_folder
     copied = store.relabelled({"run": {"spec": _spec("position.drop_low=0")}, "rows": []}, "zoo", "flagship")["run"]["spec"]
     trained = _spec("position.drop_low=0.25")
     assert copied["sweep"] == "zoo" and "sweep" not in trained
-    assert labels.split_labels({"copy": ["A", "B"]}, {"A": copied, "B": trained}) == {"A": "drop_low=0", "B": "drop_low=0.25"}
+    # drop_low=0 is rope's default, so the copied run is plain "rope"
+    assert labels.split_labels({"copy": ["A", "B"]}, {"A": copied, "B": trained}) == {"A": "", "B": "drop_low=0.25"}
 
 
 def test_a_configuration_keeps_one_name_on_every_task():
@@ -94,3 +95,57 @@ def test_configurations_differing_only_in_the_span_keep_their_plain_labels():
     swa = _spec("position=alibi", "span=swa", "span.window=16")
     df = pd.DataFrame(_alibi_rows("A", "full", None, 10, 0.5, full) + _alibi_rows("B", "swa", 16, 10, 0.6, swa))
     assert sorted(tables.leaderboard(df).scheme) == ["alibi", "alibi swa w=16"]
+
+
+def _declared(spec: dict, flat: dict, key: str):
+    """The test's own reading of a layer option's default: the one default every piece named in
+    ``flat`` that has the option declares in its Config, or for a schedule phase's option
+    ('train.schedule[0].theta') the phase's scheme's (None when there is no single one)."""
+    import dataclasses
+    import re
+    from suite.model.mixer import MIXERS
+    from suite.model.position import SCHEMES
+    from suite.model.span import SPANS
+
+    section, _, option = key.partition(".")
+    names = str(flat.get(f"{section}.name")).split("/")
+    phase = re.fullmatch(r"train\.schedule\[(\d+)\]\.(\w+)", key)
+    if phase:
+        section, option = "position", phase.group(2)
+        phases = spec["train"].get("schedule") or []
+        names = [phases[int(phase.group(1))]["position"]] if int(phase.group(1)) < len(phases) else []
+    catalogue = {"position": SCHEMES, "span": SPANS, "mixer": MIXERS}.get(section)
+    if catalogue is None:
+        return None
+    found = {json.dumps(f.default) for name in names if name in catalogue
+             for f in dataclasses.fields(catalogue[name].Config) if f.name == option}
+    return json.loads(found.pop()) if len(found) == 1 else None
+
+
+def test_no_label_over_the_arch_catalogue_names_an_option_at_none_or_at_its_default():
+    """Every arch of conf/arch as one group, so every option that differs between any two is a
+    label key: no label holds '=None' or an option equal to its scheme's declared default, and the
+    options that are set away from it still show ('fox decay_time_max=256 decay_time_min=2' beside
+    'fox', 'dape base=kerple' beside 'dape').
+
+    Mutation check: describe ignoring omit_defaults (every key shown) makes this fail."""
+    archs = sorted(p.stem for p in (ROOT / "conf" / "arch").glob("*.yaml"))
+    specs = {a: _spec(f"+arch={a}") for a in archs}
+    got = labels.split_labels({"copy": archs}, specs, {a: a for a in archs})
+    assert len(got) == len(archs) and not any(v.startswith("[") for v in got.values())
+    keys = [k for k in labels.differing_keys(list(specs.values())) if k not in labels.SHOWN]
+    short = labels._short(keys)
+    checked = 0
+    for arch, label in got.items():
+        assert "=None" not in label, (arch, label)
+        flat = labels.flatten(specs[arch])
+        shown = dict(part.split("=", 1) for part in label.split())
+        for key in keys:
+            default = _declared(specs[arch], flat, key)
+            if flat.get(key) in (None, "") or (default is not None and flat[key] == default):
+                assert short[key] not in shown, (arch, label, key)
+                checked += 1
+    assert checked > len(archs)  # the catalogue has options at their defaults to leave out
+    assert got["drope"] == "schedule=rope@0.8"  # the phase's rope options all at rope's defaults
+    assert got["fox"] == "" and got["fox_decay"] == "decay_time_max=256 decay_time_min=2"
+    assert "base=kerple" in got["dape_kerple"].split() and "base=alibi" not in got["dape_alibi"]

@@ -50,9 +50,10 @@ def _numbers(path: str) -> list[float]:
 
 
 def test_the_effective_length_threshold_is_written_once():
+    """Declared with the choices a board command's --help reads (suite/report/choices.py), applied by tables."""
     assert tables.EFFECTIVE_AT == 0.8
-    assert [p for p in READERS if 0.8 in _numbers(p)] == ["suite/report/tables.py"]
-    assert _numbers("suite/report/tables.py").count(0.8) == 1
+    assert [p for p in READERS if 0.8 in _numbers(p)] == ["suite/report/choices.py"]
+    assert _numbers("suite/report/choices.py").count(0.8) == 1
 
 
 def test_the_report_builds_its_headline_rows_and_board_once(tmp_path, monkeypatch):

@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from suite.report import plots, render, tables
+from suite.report import plots, render, styles, tables
 from suite.results import store
 from tests.test_report import _row, frame
 
@@ -154,3 +154,52 @@ def test_a_report_rebuilt_from_the_same_runs_is_the_same_bytes(tmp_path):
     assert "plots/flipflop.sparse.png" in names and "plots/flipflop.sparse.styles.json" in names
     assert names == sorted(str(p.relative_to(second)) for p in second.rglob("*") if p.is_file())
     assert all((first / n).read_bytes() == (second / n).read_bytes() for n in names)
+
+
+TWENTY_FOUR = [f"scheme{i:02d}" for i in range(22)] + ["fox decay_time_max=256 decay_time_min=2",
+                                                       "randomized eval_positions=identity"]
+
+
+def test_twenty_four_lines_have_no_clash_and_the_legend_takes_at_most_a_quarter_of_the_width(figures):
+    """The zoo's worst case and beyond: 24 schemes, two with long labels, on one plot. No two lines
+    share colour and marker (as drawn, and as the report's style record says), the legend measured by
+    matplotlib's renderer is at most 25 % of the figure's width, and the figure is taller than a
+    four-line one.
+
+    Mutation checks: in suite/report/styles.py style() using MARKERS[i % len(MARKERS)] (a pair
+    repeats at 16 lines) makes this fail; in suite/report/plots.py legend_beside without its
+    set_size_inches (the figure stays 6.4 in wide) makes this fail; plot_task at a fixed height of
+    3.6 in makes this fail."""
+    plots.plot_task(board([(s, x, 0.5, 0.4, 0.6) for s in TWENTY_FOUR for x in (32, 64, 128)]), "copy")
+    plots.plot_task(board([(s, x, 0.5, 0.4, 0.6) for s in ("rope", "alibi", "t5", "nope") for x in (32, 64)]), "copy")
+    fig, small = figures
+    got = looks(fig)
+    assert sorted(got) == sorted(TWENTY_FOUR) and len(set(got.values())) == 24
+    assert styles.clashes(styles.drawn(fig)) == [] and len(styles.drawn(fig)) == 24
+    for f in (fig, small):
+        f.tight_layout()
+        renderer = f.canvas.get_renderer()
+        legend = f.axes[0].get_legend().get_window_extent(renderer)
+        assert legend.width <= 0.25 * f.bbox.width, (legend.width, f.bbox.width)
+        assert legend.x0 >= f.axes[0].get_window_extent(renderer).x1  # beside the data, not over it
+        assert 0 <= legend.y0 and legend.y1 <= f.bbox.height  # the whole legend inside the figure
+    assert fig.get_figheight() > small.get_figheight() == 3.6
+    assert small.get_figwidth() == 6.4  # short labels: the usual width
+
+
+def test_the_report_checks_style_record_finds_a_clash_in_a_twenty_four_line_plot(tmp_path):
+    """The style record written beside a drawn plot passes the report check; the same record with
+    two lines made alike fails it, naming both.
+
+    Mutation check: in suite/report/styles.py style() using MARKERS[i % len(MARKERS)] makes this fail."""
+    from suite.report import check
+    plot = plots.plot_task(board([(s, x, 0.5, 0.4, 0.6) for s in TWENTY_FOUR for x in (32, 64)]), "copy")
+    (tmp_path / "plots").mkdir()
+    (tmp_path / "plots" / "copy.png").write_bytes(plot.png)
+    (tmp_path / "plots" / "copy.styles.json").write_text(plot.record())
+    assert check.style_problems(tmp_path) == []
+    lines = plot.lines
+    lines[5] = {**lines[5], "color": lines[20]["color"], "marker": lines[20]["marker"]}
+    (tmp_path / "plots" / "copy.styles.json").write_text(plots.Plot(b"", lines).record())
+    problems = check.style_problems(tmp_path)
+    assert len(problems) == 1 and lines[5]["label"] in problems[0] and lines[20]["label"] in problems[0]

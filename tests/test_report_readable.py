@@ -38,7 +38,7 @@ def test_task_table_has_named_lengths_dashes_for_unsupported_and_best_rows_first
     # alibi scores 0.8 at L and t5 nothing (diverged): neither has learned the task, and their rows say so
     assert list(t.index) == ["alibi (1 of 1 not learned)", "rope", "learned", "t5 (1 of 1 not learned)"]
     assert t.loc["learned", "64 (2x)"] == "-" and t.loc["t5 (1 of 1 not learned)", "32 (1x)"] == "diverged"
-    assert t.loc["alibi (1 of 1 not learned)", "64 (2x)"] == "0.60"  # one seed of token accuracy: no interval
+    assert t.loc["alibi (1 of 1 not learned)", "64 (2x)"] == "0.60 (n=1)"  # one seed of token accuracy: no interval
     shares = tables.pivot(tables.leaderboard(_df("exact_match"), "exact_match"), "copy")
     assert re.fullmatch(r"0\.60 \[0\.\d\d, 0\.\d\d\]", shares.loc["alibi (1 of 1 not learned)", "64 (2x)"])  # Wilson
 

@@ -2,10 +2,12 @@
 
 Mutation checks: ``verdict`` comparing ``rerun == published`` with a tolerance, or dropping the
 interval test, makes test_verdicts_by_hand fail; ``rerun`` without the published thread count or
-spec gives other run ids and no rerun rows (test_a_rerun_on_the_publishing_machine_is_identical).
+spec gives other run ids and no rerun rows (test_a_rerun_on_the_publishing_machine_is_identical);
+so does ``rerun`` not passing ``outcome`` to ``execute`` (every rerun then reads "already stored").
 """
 import gzip
 import json
+import re
 
 import pytest
 
@@ -64,6 +66,10 @@ def test_a_rerun_on_the_publishing_machine_is_identical(published, tmp_path, cap
     out = capsys.readouterr().out
     assert "reproducing 1 of 2 runs" in out and "published on: torch" in out
     assert "identical: 2; inside interval: 0; outside interval: 0" in out  # copy at 16 and 32 tokens
+    # what it is doing: which rerun of how many, its label, and the comparison
+    assert re.search(r"^run 1 of 1: alibi full copy seed [01] \| 0 of 1 done, time left known after the first trained run$",
+                     out, re.M)
+    assert "\nrun 1 of 1 finished | 1 of 1 done\n" in out and "comparing 1 reruns with the published cells of 2 runs" in out
 
     # a published number this machine does not give, outside its cell's interval: said, and exit 1
     path = store.shipped_path("t", published / "published")
@@ -76,7 +82,9 @@ def test_a_rerun_on_the_publishing_machine_is_identical(published, tmp_path, cap
     tampered.mkdir()
     (tampered / "t.jsonl.gz").write_bytes(store.encode_shipped(lines))
     assert reproduce.main(["t", "--published", str(tampered), "--results", str(tmp_path), "--run", chosen]) == 1
-    assert "outside interval: 2" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "outside interval: 2" in out
+    assert "\nrun 1 of 1 already stored | 1 of 1 done (1 already stored)\n" in out  # the rerun is reused, not retrained
 
 
 def test_bad_input_is_refused_naming_it(published, tmp_path, capsys):
@@ -88,3 +96,25 @@ def test_bad_input_is_refused_naming_it(published, tmp_path, capsys):
         reproduce.main([*args, "-k", "0"])
     assert reproduce.main(["other", "--published", str(published / "published")]) == 1
     assert "no shipped file" in capsys.readouterr().err
+
+
+def test_a_published_run_under_an_older_form_of_its_id_meets_its_rerun(published, tmp_path, capsys):
+    """Shipped rows keep the ids they were stored under ('alibi-uniform-copy-s0-<hash>', before the
+    span was a field of the id); the rerun is named by this checkout ('alibi-uniform-full-copy-...')
+    and still meets its published run.
+    Mutation check: matching reruns to published rows by the rerun's own id (``as_published``
+    returning ``reruns`` unchanged) gives no rerun rows and makes this fail."""
+    path = store.shipped_path("t", published / "published")
+    lines = [json.loads(x) for x in gzip.decompress(path.read_bytes()).decode().splitlines()]
+    older = {p["run"]["run_id"]: p["run"]["run_id"].replace("-full-", "-") for p in lines}
+    assert all(new != old for new, old in older.items())
+    for p in lines:
+        p["run"]["run_id"] = older[p["run"]["run_id"]]
+        p["rows"] = [{**r, "run_id": older.get(r.get("run_id"), r.get("run_id"))} for r in p["rows"]]
+    shipped_dir = tmp_path / "older"
+    shipped_dir.mkdir()
+    (shipped_dir / "t.jsonl.gz").write_bytes(store.encode_shipped(lines))
+    chosen = sorted(older.values())[0]
+    assert reproduce.main(["t", "--published", str(shipped_dir), "--results", str(tmp_path / "r"), "--run", chosen]) == 0
+    out = capsys.readouterr().out
+    assert "identical: 2; inside interval: 0; outside interval: 0" in out and chosen in out

@@ -35,7 +35,7 @@ def _values(path):
 def test_execute_writes_one_long_format_file_and_skips_when_rerun(tmp_path):
     spec = make_spec(*QUICK, "position=alibi", "sweep_name=t")
     path = execute(spec, results_dir=tmp_path, progress=False)
-    assert path.parent == tmp_path / "t" and path.name.startswith("alibi-uniform-copy-s0-")
+    assert path.parent == tmp_path / "t" and path.name.startswith("alibi-uniform-full-copy-s0-")
     df = store.load(tmp_path / "t")
     assert list(df.columns) == [*store.COLUMNS, "spec", "numeric"]  # each row also carries its run's spec (JSON) and numeric signature
     assert set(df.eval_len) == {16, 32} and set(df.len_ratio) == {1.0, 2.0}
@@ -139,7 +139,7 @@ def test_cli_single_run_logs_offline_to_wandb(tmp_path):
                env={"WANDB_SILENT": "true"})
     assert out.returncode == 0, out.stderr[-2000:]
     files = list((tmp_path / "cli").glob("*.json"))
-    assert len(files) == 1 and files[0].name.startswith("alibi-uniform-copy")
+    assert len(files) == 1 and files[0].name.startswith("alibi-uniform-swa8-copy")  # the id names the window
     offline = list((tmp_path / "cli" / "wandb").glob("offline-run-*"))  # beside the sweep's results
     assert len(offline) == 1 and list(offline[0].glob("*.wandb"))
 

@@ -1,7 +1,10 @@
 """Scaling out through existing engines: Hydra launchers (joblib, submitit) and torchrun DDP.
 
 Mutation check: in suite/training/distributed.py share, slice(r * per, (r + 1) * per) -> slice(0, per) (every
-rank trains on the first rows) makes test_torchrun_two_processes_write_one_result_with_the_single_process_loss fail."""
+rank trains on the first rows) makes test_torchrun_two_processes_write_one_result_with_the_single_process_loss fail;
+``submitit_folder: ${hydra.sweep.dir}/.submitit/%j`` back in conf/launcher/submitit_local.yaml makes
+test_submitit_local_keeps_its_files_in_the_sweep_folder and test_submitit_local_multirun_stores_both_runs fail
+(submitit's local runner makes a folder literally named %j)."""
 import json
 import os
 import subprocess
@@ -41,6 +44,13 @@ def test_every_launcher_config_names_an_installed_hydra_launcher(name):
     assert issubclass(get_class(_launcher(name)._target_), Launcher)
 
 
+def test_submitit_local_keeps_its_files_in_the_sweep_folder():
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=["launcher=submitit_local", "hydra.sweep.dir=/x/h"], return_hydra_config=True)
+    folder = cfg.hydra.launcher.submitit_folder
+    assert folder == "/x/h/.submitit" and "%" not in folder  # under the sweep folder, no placeholder left
+
+
 def test_submitit_local_multirun_stores_both_runs(tmp_path):
     args = [sys.executable, "-m", "suite.run", "-m", "launcher=submitit_local", *QUICK, "position=nope,alibi",
             f"results_dir={tmp_path}", "sweep_name=sub", f"hydra.sweep.dir={tmp_path}/h"]
@@ -48,7 +58,9 @@ def test_submitit_local_multirun_stores_both_runs(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     df = store.load(tmp_path / "sub")
     assert sorted(df.positions.unique()) == ["alibi", "nope"] and df.run_id.nunique() == 2
-    assert list((tmp_path / "h" / ".submitit").iterdir())  # the jobs went through submitit
+    submitted = sorted(p.name for p in (tmp_path / "h" / ".submitit").iterdir())
+    assert submitted and not [name for name in submitted if "%" in name], submitted  # the jobs went through submitit
+    assert sum(name.endswith("_submitted.pkl") for name in submitted) == 2  # one file set per job, by its id
 
 
 def test_torchrun_two_processes_write_one_result_with_the_single_process_loss(tmp_path):

@@ -1,8 +1,15 @@
 """``posbench summary`` prints the report's leaderboard cells: one row per configuration, labelled
-as the report labels it.
+as the report labels it, with the runs behind each cell and how many have not learned.
 
-Mutation check: in suite/report/tables.py primary, splitting a scheme name only past 2
-configurations (``> 2``) pools the two step counts and makes test_two_step_counts_of_one_scheme_print_two_rows fail."""
+Mutation checks: in suite/report/tables.py primary, splitting a scheme name only past 2
+configurations (``> 2``) pools the two step counts and makes test_two_step_counts_of_one_scheme_print_two_rows fail;
+``marks`` in suite/report/summary.py terminal_table left empty makes
+test_a_cell_names_its_runs_the_not_learned_and_a_single_seed fail, and so does ``cell_text`` in
+suite/report/tables.py printing '[nan, nan]' again (its NaN check removed); ``write_machine`` writing
+``table.drop(columns="runs")`` makes test_csv_and_json_write_the_table_the_terminal_shows fail."""
+import io
+import json
+import math
 
 import pandas as pd
 import pytest
@@ -34,7 +41,19 @@ def test_two_step_counts_of_one_scheme_print_two_rows(tmp_path, capsys):
     lines = [line.split() for line in out.splitlines()[2:]]
     assert [(line[0], line[1]) for line in lines] == [("alibi", "steps=10"), ("alibi", "steps=20")]
     assert [float(line[5]) for line in lines] == [0.15, 0.55]  # mean over the two seeds
-    assert [line[-2] for line in lines] == ["2", "2"]  # n_seeds
+    assert [line[8] for line in lines] == ["n=2", "n=2"]  # seeds with a value
+
+
+def test_a_cell_names_its_runs_the_not_learned_and_a_single_seed(tmp_path, capsys):
+    """steps=10 scores 0.1 and 0.2 at the training length: both runs have not learned copy; of
+    steps=20 one seed is stored (1.05 is refused as outside [0, 1]): '0.9500 (n=1)', no '[nan, nan]'."""
+    folder = _write(tmp_path, [(10, 0.1), (20, 0.95)])
+    assert main([str(folder)]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()[2:]
+    assert lines[0].split()[5:] == ["0.1500", "[0.0000,", "0.7853]", "n=2", "2", "of", "2", "ok"]
+    assert lines[1].split()[5:] == ["0.9500", "(n=1)", "n=1", "ok"]
+    assert "nan" not in out
 
 
 def test_a_summary_equals_the_reports_leaderboard_csv(fixture_store, tmp_path):  # noqa: F811
@@ -53,3 +72,24 @@ def test_nothing_to_show_exits_1_and_no_folder_is_a_bad_argument(tmp_path, capsy
     assert main([str(tmp_path / "empty")]) == 1 and "no results under" in capsys.readouterr().err
     assert main([str(tmp_path / "missing")]) == 2
     assert "no such folder or file; give a results folder" in capsys.readouterr().err
+
+
+def test_csv_and_json_write_the_table_the_terminal_shows(tmp_path, capsys):
+    folder = _write(tmp_path, [(10, 0.1), (20, 0.95)])
+    assert main([str(folder), "--csv"]) == 0
+    csv = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert main([str(folder), "--json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    with pytest.warns(UserWarning):
+        expected = summary_table(store.load(folder))
+    pd.testing.assert_frame_equal(csv, expected, check_dtype=False)
+    assert [r["scheme"] for r in records] == ["alibi steps=10", "alibi steps=20"]
+    assert [(r["mean"], r["n_seeds"], r["not_learned"], r["runs"]) for r in records] == [(0.15, 2, 2, 2), (0.95, 1, 0, 1)]
+    assert records[1]["ci_low"] is None and math.isnan(csv.ci_low[1])  # one seed: no interval, null in JSON
+
+
+def test_csv_and_json_are_one_choice(tmp_path, capsys):
+    folder = _write(tmp_path, [(10, 0.1)])
+    with pytest.raises(SystemExit) as exit_:
+        main([str(folder), "--csv", "--json"])
+    assert exit_.value.code == 2 and "not allowed with argument" in capsys.readouterr().err

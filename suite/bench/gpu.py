@@ -25,6 +25,7 @@ from suite.model.lm import PosBenchLM
 from suite.config.build import build
 from suite.config.resources import parameter_count
 from suite.training.step import train_step
+from suite.bench.tables import plain_table, write_report
 from suite.bench.timing import bf16_matmul_peak_tflops, time_steps, training_flops
 from suite.training.loop import build_optimizer
 
@@ -75,23 +76,31 @@ def step_rows(configs=CONFIGS, extra=(), device: str = "cuda", backend: str = "i
     return rows
 
 
-def report(df: pd.DataFrame, measured: float, datasheet: float | None, device: str) -> str:
+def _whole(tokens_per_s: pd.Series) -> pd.Series:
+    """Tokens/s as whole numbers: a rate measured to a few per cent has no decimals to show."""
+    return tokens_per_s.round().astype("Int64")
+
+
+def report(df: pd.DataFrame, measured: float, datasheet: float | None, device: str, command: str | None = None) -> str:
+    """``reports/perf-gpu/index.md``: each configuration's tokens/s and MFU, then FlexAttention
+    against SDPA; ``command``: the command line that measured them, named first."""
     done = df[df.get("skipped").isna()] if "skipped" in df else df
     done = done.assign(
         mfu_measured=training_flops(done.params, done.tokens_per_s) / (measured * 1e12),
         mfu_datasheet=(training_flops(done.params, done.tokens_per_s) / (datasheet * 1e12)) if datasheet else float("nan"))
     done = done.astype({"batch": int, "seq_len": int})
-    lines = ["# PosBench on one GPU", "",
+    lines = ["# PosBench on one GPU", "", *([f"Written by `{command}`.", ""] if command else []),
              f"Device: {device}; torch {torch.__version__}. bf16 matmul peak measured in this run "
              f"(8192 x 8192): {measured:.0f} TFLOP/s; datasheet dense bf16: "
              f"{f'{datasheet:.0f} TFLOP/s' if datasheet else 'not known for this device'}.",
              "MFU = 6 x params x tokens/s over each peak (attention FLOPs left out).", "",
-             done[["model", "scheme", "span", "path", "batch", "seq_len", "tokens_per_s", "mfu_measured",
-                   "mfu_datasheet"]].to_markdown(index=False, floatfmt=".3f"), ""]
+             plain_table(done[["model", "scheme", "span", "path", "batch", "seq_len", "tokens_per_s", "mfu_measured",
+                               "mfu_datasheet"]].assign(tokens_per_s=_whole(done.tokens_per_s)), floatfmt=".3f"), ""]
     flex_vs = done.pivot_table(index=["scheme", "span"], columns="path", values="tokens_per_s")
     if {"flex", "sdpa"} <= set(flex_vs.columns):
         flex_vs["flex/sdpa"] = flex_vs["flex"] / flex_vs["sdpa"]
-        lines += ["## FlexAttention against SDPA (training tokens/s)", "", flex_vs.to_markdown(floatfmt=".2f"), ""]
+        flex_vs[["flex", "sdpa"]] = flex_vs[["flex", "sdpa"]].apply(_whole)
+        lines += ["## FlexAttention against SDPA (training tokens/s)", "", plain_table(flex_vs), ""]
     for row in df[df.get("skipped").notna()].itertuples() if "skipped" in df else []:
         lines.append(f"- skipped {row.scheme} {row.span} {row.path}: {row.skipped}")
     return "\n".join(lines) + "\n"
@@ -144,12 +153,9 @@ def main(argv=None) -> int:
     measured = bf16_matmul_peak_tflops()
     configs = [tuple(c.split(":")) for c in args.only.split(",")] if args.only else CONFIGS
     df = pd.DataFrame(step_rows(configs, steps=args.steps, budget_s=args.budget))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    df.assign(bf16_peak_measured_tflops=measured, bf16_peak_datasheet_tflops=datasheet_peak(name)).to_csv(
-        out / "bench.csv", index=False)
-    text = report(df, measured, datasheet_peak(name), name)
-    (out / "index.md").write_text(text)
+    text = report(df, measured, datasheet_peak(name), name, command=" ".join([p.prog, *(sys.argv[1:] if argv is None else argv)]))
+    write_report(Path(args.out), df.assign(bf16_peak_measured_tflops=measured,
+                                           bf16_peak_datasheet_tflops=datasheet_peak(name)), text)
     print(text)
     return 0
 

@@ -33,6 +33,7 @@ from suite.config.build import build
 from suite.files import write_atomic
 from suite.training.step import train_step
 from suite.bench.sweep_time import breakdown
+from suite.bench.tables import plain_table, write_report
 from suite.bench.timing import matmul_peak_gflops, time_steps, training_flops
 
 SPANS = {"full": ["span=full"], "swa": ["span=swa", "span.window=64"], "chunked": ["span=chunked", "span.chunk=64"]}
@@ -170,26 +171,6 @@ def eval_rows(lengths: list[int], schemes=("rope", "alibi"), max_quadratic_gib: 
                     continue
                 rows.append({**row, "seconds": seconds[str(n)], "peak_mb": _child(_MEMORY_CHILD, scheme, span, n)["peak_mb"]})
     return rows
-
-
-NAMES = {"peak_mb": "peak MB", "tokens_per_s": "tokens/s"}
-WHOLE = ("length", "steps", "batch", "seq_len")
-
-
-def plain_table(t: pd.DataFrame, floatfmt: str = ".2f") -> str:
-    """A markdown table with one plain header row: index levels become columns, column levels are
-    joined ('peak MB, chunked'), lengths and step counts print as integers, a missing value as '-'."""
-    t = t.copy()
-    if isinstance(t.columns, pd.MultiIndex):
-        t.columns = [", ".join(NAMES.get(str(x), str(x)) for x in c) for c in t.columns]
-    t.columns = [NAMES.get(str(c), str(c)) for c in t.columns]
-    t = t.reset_index() if t.index.name or isinstance(t.index, pd.MultiIndex) else t
-    for c in t.columns:
-        if c in WHOLE:
-            t[c] = t[c].astype("Int64")
-        elif pd.api.types.is_float_dtype(t[c]):
-            t[c] = t[c].astype(object).where(t[c].notna(), None)
-    return t.to_markdown(index=False, floatfmt=floatfmt, missingval="-")
 
 
 def _bare_step_sections(df: pd.DataFrame, peak: float) -> list[str]:
@@ -358,10 +339,8 @@ def main(argv=None) -> int:
     rows += training_rows(args.steps, args.batch, args.seq_len)
     rows += eval_rows([int(x) for x in args.lengths.split(",")])
     df = pd.DataFrame(rows)
-    out.mkdir(parents=True, exist_ok=True)
-    df.assign(matmul_peak_gflops=peak, batch=args.batch, seq_len=args.seq_len).to_csv(out / "bench.csv", index=False)
     text = report(df, peak, breakdown(args.results, args.sweep))
-    (out / "index.md").write_text(text)
+    write_report(out, df.assign(matmul_peak_gflops=peak, batch=args.batch, seq_len=args.seq_len), text)
     print(text)
     return 0
 

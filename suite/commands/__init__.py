@@ -1,3 +1,3 @@
 """Inspection commands: ``describe`` (the layers a config builds), ``diagnose`` (recency gaps per
-layer) and ``show`` (one example of a task). Each is ``python -m suite.commands.<name>`` and
+layer), ``show`` (one example of a task) and ``curve`` (a run's or a cell's learning curves). Each is ``python -m suite.commands.<name>`` and
 ``posbench <name>`` (``suite/cli.py``)."""

@@ -1,30 +1,34 @@
 """What a command that reads a config does before its own work (``describe``, ``diagnose``): take
 Hydra overrides in any order with its own flags, compose them, build and check the run spec for
 any machine (``suite.config.preflight`` with ``here=False``), and refuse a configuration that
-does not compose, validate or fit with exit code 2 and the reason."""
+does not compose, validate or fit with exit code 2 and the reason.
+
+Hydra, torch and the config code are imported by ``configured``, not here, so a command's
+``--help`` answers before they load."""
 from __future__ import annotations
 
 import argparse
 
-from hydra.errors import HydraException
-
 from suite.commandline import Refused, parser
-from suite.config.build import SpecError
-from suite.config.compose import compose_config
-from suite.config.preflight import preflight
-from suite.config.resources import ResourceError
 
 
 def overrides_parser(prog: str, doc: str) -> argparse.ArgumentParser:
     """A command's parser (``suite.commandline.parser``) that takes Hydra overrides."""
     p = parser(prog, doc)
-    p.add_argument("overrides", nargs="*", help="Hydra overrides, as for python -m suite.run (pattern=rnope)")
+    p.add_argument("overrides", nargs="*", help="Hydra overrides, as for posbench run (pattern=rnope)")
     return p
 
 
 def configured(overrides: list[str], doing: str):
     """(composed config, checked run spec) of ``overrides``; ``Refused`` (exit 2) when they do not
     compose or validate ("bad configuration"), or when the run cannot fit ("cannot <doing> here")."""
+    from hydra.errors import HydraException
+
+    from suite.config.build import SpecError
+    from suite.config.compose import compose_config
+    from suite.config.preflight import preflight
+    from suite.config.resources import ResourceError
+
     try:
         cfg = compose_config(overrides)
         spec, _ = preflight(cfg, here=False)

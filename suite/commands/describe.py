@@ -14,7 +14,7 @@ import sys
 
 from suite.commandline import command
 from suite.commands.configured import configured, overrides_parser
-from suite.model.span import KINDS
+from suite.model.span_kinds import KINDS  # not suite.model.span: --help answers before torch loads
 
 
 def layer_kind(layer) -> str:

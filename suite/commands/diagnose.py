@@ -11,24 +11,24 @@ from __future__ import annotations
 import sys
 from collections import defaultdict
 
-import torch
-
 from suite import files
 from suite.commandline import Refused, command
 from suite.commands.configured import configured, overrides_parser
 from suite.commands.describe import layer_kind
-from suite.evaluation.diagnostics import SITES, diagnostic_examples, diagnostic_rows
-from suite.model.lm import PosBenchLM
-from suite.results import store
-from suite.results.identity import run_id
-from suite.training.checkpoint import trained_record
-from suite.evaluation.slices import parse_slice
+
+# torch, the model and the diagnostics are imported where they are used, so --help answers before they load
 
 
 def stored_weights(results_dir, spec, overrides: list[str]) -> dict:
     """The trained weights of the run ``spec`` describes, once its result file counts as stored
     (``store.verified_run``) and its ``model.pt`` is the file its training wrote
     (``checkpoint.trained_record``); else a refusal naming the file (exit 1)."""
+    import torch
+
+    from suite.results import store
+    from suite.results.identity import run_id
+    from suite.training.checkpoint import trained_record
+
     rid = run_id(spec)
     path = files.work_dir(results_dir, spec.sweep, rid) / "model.pt"
     if not path.exists():
@@ -48,6 +48,12 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.commands.di
     parser = overrides_parser(prog, __doc__)
     parser.add_argument("--stored", action="store_true", help="use the trained weights of the run (results/<sweep>/_work/<run_id>/model.pt)")
     args = parser.parse_intermixed_args(argv)
+    import torch
+
+    from suite.evaluation.diagnostics import SITES, diagnostic_examples, diagnostic_rows
+    from suite.evaluation.slices import parse_slice
+    from suite.model.lm import PosBenchLM
+
     cfg, spec = configured(args.overrides, "run")  # it runs on the CPU whatever the run's device
     torch.manual_seed(spec.seed)
     model = PosBenchLM(spec.model)

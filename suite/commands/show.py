@@ -1,4 +1,4 @@
-"""``python -m suite.commands.show <task> --length N --seed S [--json] [key=value ...]``: one example.
+"""``python -m suite.commands.show <task> --length N --seed S [--json] [key=value ...]``: print one example of a task.
 
 Prints the example as text with each answer span in [brackets], or as JSON with the keys
 tokens, text, answer_spans, answers and meta. Extra ``key=value`` arguments set task parameters.
@@ -38,9 +38,10 @@ def marked_text(example) -> str:
 def main(argv: list[str] | None = None, prog: str = "python -m suite.commands.show") -> int:
     parser = command_parser(prog, __doc__)
     parser.add_argument("task", help=f"one of: {', '.join(sorted(TASKS))}")
-    parser.add_argument("--length", type=int, default=64)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--length", type=int, default=64, help="the example's length in tokens (default 64)")
+    parser.add_argument("--seed", type=int, default=0, help="the generator's seed: one seed, one example (default 0)")
+    parser.add_argument("--json", action="store_true",
+                        help="print tokens, text, answer_spans, answers and meta as one JSON object")
     parser.add_argument("params", nargs="*", help="task parameters as key=value")
     args = parser.parse_intermixed_args(argv)
     if args.seed < 0 or args.length < 1:

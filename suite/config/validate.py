@@ -1,5 +1,6 @@
-"""Hydra callback: validate every job of a multirun before the first one trains, and log the
-sweep's wall time.
+"""Hydra callback: validate every job of a multirun before the first one trains, tell the jobs how
+many there are (``write_plan``: "run k of N", ``suite.progress.SweepProgress``), and log the sweep's
+wall time.
 
 Hydra composes each job only when it launches it, so a bad value in the fifth job of a sweep would
 surface after four runs of training. This callback expands the sweep the way the basic sweeper
@@ -50,6 +51,18 @@ def sweep_jobs(config: DictConfig) -> list[list[str]]:
     return [list(job) for job in itertools.product(*choices.values())]
 
 
+PLAN = "_progress.json"  # in the sweep's folder (hydra.sweep.dir): its job count and parallelism
+
+
+def write_plan(sweep_dir, jobs: int, parallel: int) -> Path:
+    """The sweep's job count and how many run at once, in ``<sweep_dir>/PLAN``, for its jobs to
+    read (``suite.progress.SweepProgress.of_plan``; they append their ends beside it); returns it."""
+    path = Path(sweep_dir) / PLAN
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"jobs": int(jobs), "parallel": max(1, int(parallel))}))
+    return path
+
+
 def sweep_log_path(results_dir, sweep: str) -> Path:
     """One JSON line per multirun invocation of a sweep: start, end, wall time, jobs, parallelism."""
     return Path(results_dir) / sweep / "_sweeps.jsonl"
@@ -74,6 +87,16 @@ def _require_writable(key: str, folder: str) -> None:
     if problem:
         log.error("cannot run here: %s", problem)
         sys.exit(2)
+
+
+def parallelism(launcher) -> int:
+    """How many jobs the launcher runs at once: joblib's ``n_jobs`` (negative: counted back from the
+    cores, as joblib does), submitit's ``array_parallelism``, else 1 (one after another)."""
+    n = launcher.get("n_jobs")
+    if n is not None:
+        n = int(n)
+        return n if n > 0 else max(1, (os.cpu_count() or 1) + 1 + n)
+    return max(1, int(launcher.get("array_parallelism") or 1))
 
 
 class ValidateSweep(Callback):
@@ -111,6 +134,7 @@ class ValidateSweep(Callback):
             log.error("cannot run here: %s", err)
             sys.exit(2)
         log.info("validated %d sweep jobs", len(jobs))
+        write_plan(config.hydra.sweep.dir, len(jobs), min(len(jobs), parallelism(config.hydra.launcher)))
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         if not hasattr(self, "_t0"):
@@ -120,7 +144,7 @@ class ValidateSweep(Callback):
                   "ended": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                   "wall_s": round(time.perf_counter() - self._t0, 2), "jobs": self._jobs,
                   "launcher": str(launcher.get("_target_", "")).rsplit(".", 1)[-1],
-                  "parallel": int(launcher.get("n_jobs") or 1)}
+                  "parallel": int(launcher.get("n_jobs") or 1)}  # as configured, as the record always held
         path = sweep_log_path(config.results_dir, config.sweep_name)
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a") as fh:

@@ -233,6 +233,16 @@ def include_args(rest: list[str]) -> list[str]:
 
 @command
 def main(argv: list[str] | None = None, prog: str = "python -m suite.lmeval") -> int:
+    """lm-eval over the arguments; the folder of task YAMLs it wrote is removed when it ends,
+    however it ends (``yamls.remove_include_dir``)."""
+    try:
+        return _main(argv, prog)
+    finally:
+        if "suite.lmeval.yamls" in sys.modules:  # only a call that got as far as the YAMLs wrote them
+            sys.modules["suite.lmeval.yamls"].remove_include_dir()
+
+
+def _main(argv: list[str] | None, prog: str) -> int:
     p = parser(prog, __doc__, whole_doc=True)
     p.add_argument("--run", help="a run's result JSON, its _work/<run_id> folder, or a run id under --results_dir")
     p.add_argument("--results_dir", default="results", help="where run ids are looked up (default: results)")

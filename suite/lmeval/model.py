@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from pathlib import Path
 
 import lm_eval.models  # noqa: F401  (lm-eval's own models: registered only while its registry is empty)
@@ -36,6 +37,7 @@ from tqdm import tqdm
 
 from suite.lmeval.generation import Generation, decode_greedy
 from suite.model.lm import PosBenchLM
+from suite.progress import CountLines
 from suite.config.build import model_spec_from_dict
 from suite.results.store import verified_run
 from suite.training.checkpoint import trained_record
@@ -120,10 +122,16 @@ def run_threads(payload: dict) -> int | None:
     return min(int(threads), os.cpu_count() or 1) if threads else None
 
 
-def progress(total: int, kind: str, disable: bool = False) -> tqdm:
+def progress(total: int, kind: str, disable: bool = False):
     """A progress bar over ``total`` requests, as lm-eval's ``hf`` model shows; off when asked
-    (``disable_tqdm``) and when stderr is not a terminal (tqdm's ``disable=None``)."""
-    return tqdm(total=total, desc=f"Running {kind} requests", disable=True if disable else None)
+    (``disable_tqdm``). Off a terminal, where tqdm draws nothing (``disable=None``), about ten
+    plain lines on stderr say how many are done and the time left (``suite.progress.CountLines``):
+    an evaluation of tens of thousands of requests is never silent."""
+    desc = f"Running {kind} requests"
+    bar = tqdm(total=total, desc=desc, disable=True if disable else None)
+    if disable or sys.stderr.isatty():
+        return bar
+    return CountLines(bar, total, desc, lambda line: print(line, file=sys.stderr, flush=True))
 
 
 def _device(device) -> torch.device:

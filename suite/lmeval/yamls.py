@@ -95,10 +95,24 @@ def write(folder: Path) -> Path:
     return folder
 
 
+_FOLDERS: list[tempfile.TemporaryDirectory] = []  # the folder ``include_dir`` wrote, until removed
+
+
 @lru_cache(maxsize=1)
 def include_dir() -> Path:
-    """A folder of this checkout's task and group YAMLs, written once per process."""
-    return write(Path(tempfile.mkdtemp(prefix="posbench-lmeval-")))
+    """A folder of this checkout's task and group YAMLs, written once per process and removed by
+    ``remove_include_dir`` (``python -m suite.lmeval`` calls it when it ends), or else when the
+    process exits (``TemporaryDirectory``'s finalizer), so no call leaves it behind."""
+    folder = tempfile.TemporaryDirectory(prefix="posbench-lmeval-")
+    _FOLDERS.append(folder)
+    return write(Path(folder.name))
+
+
+def remove_include_dir() -> None:
+    """Remove the folder ``include_dir`` wrote (if any); a later ``include_dir`` writes a new one."""
+    while _FOLDERS:
+        _FOLDERS.pop().cleanup()
+    include_dir.cache_clear()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -122,14 +122,14 @@ def sdpa(q, k, v, terms: Optional[tuple] = None, **kwargs):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(q.dtype), **kwargs)
 
 
-def float_mask(bias: Optional[torch.Tensor], allowed: torch.Tensor, dtype, inplace: bool = False) -> torch.Tensor:
-    """Bias and span folded into one additive 4-D mask, (1, H, T, T) or (1, 1, T, T).
-    ``inplace``: the bias is not needed afterwards and may become the mask."""
-    add = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device) if bias is None else bias.to(dtype)
-    if inplace and add.requires_grad is False:
-        add = add.masked_fill_(~allowed, float("-inf"))
+def float_mask(bias: Optional[torch.Tensor], allowed: torch.Tensor, dtype) -> torch.Tensor:
+    """Bias and span folded into one additive 4-D mask, (1, H, T, T) or (1, 1, T, T): a new tensor.
+    The scheme's ``bias`` is read, never written, so a scheme may return a tensor it keeps or an
+    ``expand``ed view (no H x T x T of its own)."""
+    if bias is None:
+        add = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill_(~allowed, float("-inf"))
     else:
-        add = add.masked_fill(~allowed, float("-inf"))
+        add = bias.to(dtype).masked_fill(~allowed, float("-inf"))  # out of place: the bias stays the scheme's
     return add.unsqueeze(0) if add.dim() == 3 else add[None, None]
 
 
@@ -275,9 +275,10 @@ class Attention(nn.Module):
         if impl == "sdpa":
             if bias is None and span.is_full:
                 return sdpa(q, k, v, terms, is_causal=True)
-            # A fixed bias becomes the mask in place (one H x T x T tensor, not two); a layer
-            # with another span rebuilds the bias it needs.
+            # The mask is built from the bias out of place (the bias is the scheme's); the bias is
+            # dropped from the context once a mask holds it, and a layer with another span
+            # rebuilds the bias it needs.
             ctx.built.pop(bias_key)
-            mask = ctx.cached(mask_key, lambda: float_mask(bias, span.allowed(pos, pos), q.dtype, inplace=True))
+            mask = ctx.cached(mask_key, lambda: float_mask(bias, span.allowed(pos, pos), q.dtype))
             return sdpa(q, k, v, terms, attn_mask=mask)
         raise ValueError(f"unknown attention implementation {impl!r}; valid: auto, reference, sdpa, flex")

@@ -1,5 +1,6 @@
 """``python -m suite.report <sweep> [--results results] [--from auto|results|published] [--beside PATH ...]
-[--out reports] [--tie min|average] [--metric METRIC] [--threshold X] [--wandb offline|online [--project P] [--entity E]]``.
+[--out reports] [--tie min|average] [--metric METRIC] [--threshold X] [--wandb offline|online [--project P] [--entity E]]
+[--force]``.
 
 The rows come from ``<results>/<sweep>/`` (your runs) or, with ``--from published`` or when that
 folder holds none, from the sweep's shipped rows ``published/<sweep>.jsonl.gz``
@@ -7,6 +8,11 @@ folder holds none, from the sweep's shipped rows ``published/<sweep>.jsonl.gz``
 each configuration of each source in cells of its own, labelled by the source. ``--out`` is
 checked before any work (``suite.commandline.check_output``); every source and ``--metric`` is
 checked as every command checks them (``store.read_source``, ``suite.report.choices``).
+
+A board that holds fewer runs than the sweep declares (``suite.report.declared``: the distinct runs
+of conf/sweep/<sweep>.yaml's sweeper params) says "k of N runs" at the top of index.md, index.html
+and the terminal's output. A board with fewer runs than the report already under ``--out``
+(its index.md's Provenance count) is refused, naming both counts, unless ``--force``.
 """
 from __future__ import annotations
 
@@ -20,28 +26,33 @@ from suite import files
 from suite.commandline import Refused, check_output, command, parser, warnings_on_stderr
 from suite.report import choices
 from suite.results import store
-from suite.report import render, tables
+
+# the tables, statistics and plots are imported by ``main`` after parsing, so --help answers before they load
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
     p = parser(prog, "Build a sweep's leaderboard.")
     p.add_argument("sweep", help="sweep name: reads <results>/<sweep>/, writes <out>/<sweep>/")
-    p.add_argument("--results", default="results")
+    p.add_argument("--results", default="results", help="the folder of results folders, one per sweep (default: results)")
     p.add_argument("--from", dest="source", default="auto", choices=["auto", "results", "published"],
                    help="auto: <results>/<sweep>/ when it holds runs, else published/<sweep>.jsonl.gz")
     p.add_argument("--published", default=store.PUBLISHED, help="the folder of shipped result files")
     p.add_argument("--beside", action="append", default=[], metavar="PATH",
                    help="also show the runs of PATH (a results folder or a .jsonl.gz), in cells of their own")
-    p.add_argument("--out", default="reports")
-    p.add_argument("--tie", default="min", choices=tables.TIE_RULES,
+    p.add_argument("--out", default="reports", help="where the report goes, as <out>/<sweep>/ (default: reports)")
+    p.add_argument("--tie", default="min", choices=choices.TIE_RULES,
                    help="MRR tie rule: min (ties share the best rank) or average")
     p.add_argument("--metric", default=None,
                    help="score every task by this metric (default: each task's own headline metric)")
-    p.add_argument("--threshold", type=float, default=tables.EFFECTIVE_AT, help="effective-length threshold")
+    p.add_argument("--threshold", type=float, default=choices.EFFECTIVE_AT,
+                   help=f"effective-length threshold: the longest length a scheme scores at least this at "
+                        f"(default {choices.EFFECTIVE_AT})")
     p.add_argument("--wandb", choices=["offline", "online"], default=None,
                    help="also log the leaderboard and MRR to W&B as tables (offline: sync later)")
     p.add_argument("--project", default=None, help="W&B project for --wandb (default: the config's logger.project)")
     p.add_argument("--entity", default=None, help="W&B entity for --wandb (default: the config's logger.entity)")
+    p.add_argument("--force", action="store_true",
+                   help="replace a report under --out that holds more runs than this one (make report FORCE=1)")
     return p
 
 
@@ -66,12 +77,41 @@ def read_rows(p: argparse.ArgumentParser, args) -> tuple[pd.DataFrame, Path]:
     return pd.concat([df.assign(source=None), *beside], ignore_index=True), source
 
 
+def check_replace(prog: str, args, runs: int, total: int | None) -> None:
+    """Refuse (``Refused``, 1) to write a board of ``runs`` runs (of the ``total`` its sweep
+    declares) over one under --out that holds more (``declared.written_runs``), unless --force: an
+    interrupted sweep must not silently replace a fuller published report."""
+    from suite.report import declared
+
+    out = Path(args.out) / args.sweep
+    written = declared.written_runs(out)
+    if written is not None and runs < written and not args.force:
+        raise Refused(f"{prog}: error: {out}/index.md holds a board of {written} runs; this one has "
+                      f"{declared.held(runs, total)}. Nothing was written; pass --force (make report FORCE=1) to "
+                      "replace it", 1)
+
+
+def console_mrr(r: dict) -> pd.DataFrame:
+    """The MRR table as the terminal shows it: the report's, with the runs behind each of a
+    scheme's cells ('n=3'; 'n=2-3' where its tasks differ) and the tasks on which some did not
+    learn (the report's mark)."""
+    from suite.report import render
+
+    shown = render.mrr_display(r["mrr"], r["mrr_marks"])
+    runs = r["board"].drop_duplicates(["scheme", "task"]).groupby("scheme").runs.agg(["min", "max"])
+    counts = [f"n={lo}" if lo == hi else f"n={lo}-{hi}" for lo, hi in runs.loc[r["mrr"].scheme].to_numpy()]
+    shown.insert(list(shown.columns).index("cells all") + 1, "runs", counts)
+    return shown
+
+
 def publish(r: dict, args) -> Path:
     """Write the built report ``r`` under --out, print its MRR, and log it to W&B when asked."""
+    from suite.report import render
+
     if r["warning"]:
         print(f"warning: {r['warning']}", file=sys.stderr)
     out = render.save(r, Path(args.out) / args.sweep)
-    print(render.mrr_display(r["mrr"]).to_string(index=False))
+    print(console_mrr(r).to_string(index=False))
     if args.wandb:
         from suite.report.to_wandb import log_report
 
@@ -99,8 +139,27 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report") ->
         print(f"no results under {where}", file=sys.stderr)
         return 1
     choices.check_metric(p.prog, args.metric, {str(source): df})
-    publish(render.build(df, args.sweep, args.tie, args.threshold, args.metric, source=str(source)), args)
+    build_and_publish(p.prog, args, df, source)
     return 0
+
+
+def build_and_publish(prog: str, args, df: pd.DataFrame, source) -> None:
+    """Count the board's runs against its sweep's (refusing to replace a fuller report), build it
+    and write it, each phase said on stderr."""
+    from suite.report import declared, render
+
+    phase = lambda text: print(f"{args.sweep}: {text}", file=sys.stderr, flush=True)  # noqa: E731
+    phase(f"read {df.run_id.nunique()} runs ({len(df):,} rows) from {source}"
+          + (f" and {len(args.beside)} --beside source(s)" if args.beside else ""))
+    runs = int(df[df.source.isna()].run_id.nunique())  # the sweep's own, not those --beside it
+    total = declared.declared_runs(args.sweep, runs)
+    check_replace(prog, args, runs, total)
+    if coverage := declared.coverage(args.sweep, runs, total):
+        print(coverage)
+    phase(f"building the board: {df.task.nunique()} task(s), the MRR's bootstrap intervals, the power section")
+    built = render.build(df, args.sweep, args.tie, args.threshold, args.metric, source=str(source))
+    phase(f"writing the board ({len(built['board'])} cells), its plots and pages under {Path(args.out) / args.sweep}")
+    publish({**built, "coverage": coverage}, args)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,9 @@ MRR table is visible. A screenshot of the first screen is saved for a person to 
 reads the style record beside each plot (``plots/<name>.styles.json``, written by the report from
 the drawn lines): no two lines of one plot may share a colour and a marker.
 
-``make report-check`` runs it on every report under ``reports/``; CI runs that when Chromium is
-installed (Debian: ``apt-get install chromium``).
+``make report-check`` first runs ``suite.report.readme_check`` (README's marked tables against the
+reports they quote; no browser needed), then this on every report under ``reports/``; CI runs that
+when Chromium is installed (Debian: ``apt-get install chromium``).
 """
 from __future__ import annotations
 

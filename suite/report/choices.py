@@ -1,4 +1,8 @@
-"""The ``--metric`` a board command takes (``report``, ``summary``, ``compare``), checked once
+"""The choices a board command takes, light enough for its ``--help`` (pandas, no plotting or
+statistics): the MRR tie rules and the effective-length threshold (``TIE_RULES``,
+``EFFECTIVE_AT``, which ``suite.report.tables`` applies), and the ``--metric``.
+
+The ``--metric`` a board command takes (``report``, ``summary``, ``compare``), checked once
 against the rows it read: it must be a metric every source ranks, one whose rows declare a
 better direction. Otherwise the refusal (exit 2) says why, a measurement that is not a score or
 a metric some source does not hold, and lists the valid ones.
@@ -8,6 +12,9 @@ from __future__ import annotations
 import pandas as pd
 
 from suite.commandline import Refused
+
+TIE_RULES = ("min", "average")
+EFFECTIVE_AT = 0.8  # the effective length: the longest eval length up to which a scheme scores at least this
 
 
 def ranked_metrics(df: pd.DataFrame) -> list[str]:

@@ -8,6 +8,7 @@ the resolved spec stored with every run (``run.spec`` in the result file).
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Optional
 
 from suite.model.span_kinds import KINDS
@@ -95,10 +96,59 @@ def differing_keys(specs: list[dict]) -> list[str]:
     return [k for k in keys if len({json.dumps(f.get(k), sort_keys=True, default=str) for f in flat}) > 1]
 
 
-def describe(spec: dict, keys: list[str]) -> str:
-    """'steps=80 lr=0.003': ``spec``'s values on ``keys``, each named by its shortest unambiguous tail."""
+# a layer's option groups and the catalogue that declares each piece's defaults (its ``Config``)
+PIECES = {"position": ("suite.model.position", "SCHEMES"), "span": ("suite.model.span", "SPANS"),
+          "mixer": ("suite.model.mixer", "MIXERS")}
+
+
+def declared_default(flat: dict[str, Any], key: str) -> tuple[bool, Any]:
+    """(True, value) when ``key`` is a layer option ('position.theta', or a schedule phase's
+    'train.schedule[0].theta') and every piece of ``flat`` that declares it ('rope', or 'rope/nope' in a mixed pattern) declares one default, read from the
+    piece's ``Config`` dataclass; (False, None) for any other key. The catalogue is imported here, not
+    at the top: the report loads no model code (nor torch) unless a label has a layer option to weigh."""
+    import dataclasses
+    import importlib
+
+    section, _, option = key.partition(".")
+    names = str(flat.get(f"{section}.name")).split("/")
+    phase = re.fullmatch(r"train\.schedule\[(\d+)\]\.(\w+)", key)  # a schedule phase's scheme option
+    if phase:
+        phases = str(flat.get("train.schedule", "")).split(">")
+        index, option = int(phase.group(1)), phase.group(2)
+        section, names = "position", [phases[index].split("@")[0]] if index < len(phases) else []
+    if section not in PIECES or option == "name" or "." in option:
+        return False, None
+    module, attr = PIECES[section]
+    catalogue = getattr(importlib.import_module(module), attr)
+    defaults = set()
+    for name in names:
+        fields = {f.name: f.default for f in dataclasses.fields(catalogue[name].Config)} if name in catalogue else {}
+        if option in fields and fields[option] is not dataclasses.MISSING:
+            defaults.add(json.dumps(fields[option], sort_keys=True, default=str))
+    return (True, json.loads(defaults.pop())) if len(defaults) == 1 else (False, None)
+
+
+def _at_default(flat: dict[str, Any], key: str) -> bool:
+    """Whether ``flat``'s value on ``key`` is unset (None, empty) or the default its piece declares (a
+    tuple default equals the stored list, 10000 equals 10000.0)."""
+    value = flat.get(key)
+    if value is None or value == "" or value == []:  # unset: no schedule is '' (``schedule_text``)
+        return True
+    known, default = declared_default(flat, key)
+    if not known:
+        return False
+    if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (value, default)):
+        return float(value) == float(default)
+    return json.dumps(value, sort_keys=True, default=str) == json.dumps(default, sort_keys=True, default=str)
+
+
+def describe(spec: dict, keys: list[str], omit_defaults: bool = False) -> str:
+    """'steps=80 lr=0.003': ``spec``'s values on ``keys``, each named by its shortest unambiguous tail.
+    ``omit_defaults``: leave out a key whose value is None or its piece's declared default
+    (``declared_default``): 'fox' beside 'fox decay_time_max=256 decay_time_min=2', not
+    'fox decay_time_max=None decay_time_min=None'."""
     flat, names = flatten(spec), _short(keys)
-    return " ".join(f"{names[k]}={_show(flat.get(k))}" for k in keys)
+    return " ".join(f"{names[k]}={_show(flat.get(k))}" for k in keys if not (omit_defaults and _at_default(flat, k)))
 
 
 # the settings a scheme label already shows ('alibi swa w=16'; a layer's mixer shows in the spans
@@ -112,17 +162,19 @@ def split_labels(groups: dict[str, list[str]], specs: dict[str, Optional[dict]],
     """``groups``: the configurations one scheme name covers on each task ({task: [config, ...]});
     ``base``: each configuration's label so far ('alibi', 'alibi swa w=16'), none by default.
     Returns {config: suffix}: every configuration is named by its values on the keys that differ
-    within some task's group, less those the label shows (``SHOWN``), so a configuration keeps one
-    name on every task. Without a stored spec (older result files), or when only the hash tells
-    two apart, the suffix is the first six characters of the hash."""
+    within some task's group, less those the label shows (``SHOWN``) and those at None or their
+    piece's default (kept only where leaving them out would name two configurations alike), so a
+    configuration keeps one name on every task. Without a stored spec (older result files), or when
+    only the hash tells two apart, the suffix is the first six characters of the hash."""
     base = base or {}
     configs = list(dict.fromkeys(c for cs in groups.values() for c in cs))
     if any(not specs.get(c) for c in configs):
         return {c: f"[{c[:6]}]" for c in configs}
     keys = sorted({k for cs in groups.values() if len(set(cs)) > 1 for k in differing_keys([specs[c] for c in set(cs)])
                    if k not in SHOWN})
-    names = {c: describe(specs[c], keys) for c in configs}
-    full = {c: f"{base.get(c, '')} {names[c]}" for c in configs}
-    if any(len({full[c] for c in set(cs)}) < len(set(cs)) for cs in groups.values()):
-        return {c: f"[{c[:6]}]" for c in configs}
-    return names
+    for omit in (True, False):  # options at their defaults left out, unless that names two configurations alike
+        names = {c: describe(specs[c], keys, omit_defaults=omit) for c in configs}
+        full = {c: f"{base.get(c, '')} {names[c]}" for c in configs}
+        if all(len({full[c] for c in set(cs)}) == len(set(cs)) for cs in groups.values()):
+            return names
+    return {c: f"[{c[:6]}]" for c in configs}

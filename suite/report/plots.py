@@ -1,6 +1,9 @@
 """The report's figures, each a ``Plot`` (PNG bytes and the style of every labelled line): the
 summary heatmap, each task's (and split's) score against length, and the recency diagnostics.
-Every legend sits outside the data."""
+Every legend sits outside the data, right of the axes in one column: the figure grows taller with
+the number of lines and wider with the longest label, so the legend never takes more than a quarter
+of its width (``legend_beside``); lines are told apart by colour and marker together
+(``suite.report.styles``, no pair repeated up to 256 lines)."""
 from __future__ import annotations
 
 import io
@@ -39,6 +42,27 @@ def _png(fig) -> Plot:
     fig.savefig(buf, format="png", bbox_inches="tight")
     plt.close(fig)
     return Plot(buf.getvalue(), lines)
+
+
+LEGEND_SHARE = 0.23  # the most of a figure's width its legend may take (a reader's limit is a quarter;
+# the margin covers the crop of savefig's tight bounding box)
+LINE_HEIGHT = 0.16  # inches of legend a line takes at fontsize 7
+
+
+def height_for(n_lines: int, base: float = 3.6) -> float:
+    """A figure height (inches) that holds a one-column legend of ``n_lines`` beside the axes:
+    ``base`` up to about 18 lines, then ``LINE_HEIGHT`` more per line."""
+    return max(base, LINE_HEIGHT * n_lines + 0.75)  # the title and the x axis take the rest
+
+
+def legend_beside(fig, ax):
+    """The axes' legend right of the data, one column, in legend order; the figure widened so that
+    the legend takes at most ``LEGEND_SHARE`` of its width however long the labels are ('fox
+    decay_time_max=256 decay_time_min=2'). Returns the legend."""
+    legend = ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    width = legend.get_window_extent(fig.canvas.get_renderer()).width / fig.dpi  # inches, fixed by the font
+    fig.set_size_inches(max(fig.get_figwidth(), width / LEGEND_SHARE), fig.get_figheight())
+    return legend
 
 
 def fitted(b: pd.DataFrame, margin: float = 0.06) -> tuple[float, float]:
@@ -91,8 +115,8 @@ def plot_task(board: pd.DataFrame, task: str, styles: dict[str, Style] | None = 
     default, the task (a split's board: 'flipflop, split dense')."""
     b = board[board.task == task]
     styles = styles or style_map(b.scheme)
-    fig, ax = plt.subplots(figsize=(6.4, 3.6), dpi=100)
-    order = tables.scheme_order(b)  # the task table's row order, so the legend ranks best first
+    order = tables.scheme_order(b)
+    fig, ax = plt.subplots(figsize=(6.4, height_for(len(order))), dpi=100)  # the task table's row order, so the legend ranks best first
     shifts = dodge(len(order), sorted(b.eval_len.unique()))
     for scheme, shift in zip(order, shifts):
         g = b[b.scheme == scheme].sort_values("eval_len")
@@ -105,7 +129,7 @@ def plot_task(board: pd.DataFrame, task: str, styles: dict[str, Style] | None = 
     ax.set_ylim(*fitted(b))
     ax.set_title(title or task)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    legend_beside(fig, ax)
     return _png(fig)
 
 
@@ -117,8 +141,9 @@ def plot_recency(df: pd.DataFrame) -> Plot | None:
         return None
     d = d[(d.site == "resid_out") & (d.layer == d.layer.max())].copy()
     window, *others = tables.size_columns(d)  # others: ["chunk"] when some run has chunked layers
-    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=100)
-    for key, g in d.groupby(["pattern", *others, "at"]):
+    lines = d.groupby(["pattern", *others, "at"])
+    fig, ax = plt.subplots(figsize=(6, height_for(lines.ngroups)), dpi=100)
+    for key, g in lines:
         pattern, *sizes, at = key
         extra = "".join(f" {KINDS[kind]}={size}" for kind, size in zip(others, sizes) if size)
         g = g.groupby(window).value.mean()
@@ -127,7 +152,7 @@ def plot_recency(df: pd.DataFrame) -> Plot | None:
     ax.set_ylabel("recency gap f(1) - f(L)")
     ax.set_title("last layer output: recency gap against window")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    legend_beside(fig, ax)
     return _png(fig)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.report import references, tables
+from suite.report import references, tables, verdict
 from suite.report.plots import Plot, plot_profiles, plot_recency, plot_summary, plot_task
 from suite.report.styles import style_map
 from suite.files import write_atomic
@@ -84,6 +84,7 @@ def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = tab
     ref = references.load(sweep)
     return {
         "sweep": sweep, "board": board, "mrr": mrr, "tie": tie, "threshold": threshold, "metric": metric,
+        "verdict": verdict.verdict(mrr), "setup": verdict.setup(df, rows),
         "metrics": tables.headline_metrics(df, metric),
         "tasks": sorted(board.task.unique()), "effective": tables.effective_length(board, threshold),
         "styles": style_map([*board.scheme, *(s for b in splits.values() for s in b.scheme)]),
@@ -164,7 +165,10 @@ def _mrr_text(r: dict) -> str:
             f"last. OOD: cells beyond the training length (eval_len > train_len), the headline; all: every "
             f"cell. Intervals: 95 % percentile bootstrap, {tables.BOOTSTRAP_REPS} replicates (seed "
             f"{tables.BOOTSTRAP_SEED}), each resampling every (scheme, task)'s seeds with replacement and "
-            f"recomputing cell means, ranks and MRR. A run that did not learn its task (headline score below "
+            f"recomputing cell means, ranks and MRR; the point is the MRR of the cell means shown, and an interval "
+            f"whose replicates all fall to one side of it is widened to contain it (an MRR near 1 can only lose "
+            f"ranks under resampling). A scheme is ranked only in cells another scheme is in too, so no scheme "
+            f"gains rank 1 on a task it alone was run on. A run that did not learn its task (headline score below "
             f"{tables.LEARNED_AT} at the training length) keeps its scores in its cell and in the MRR, as every "
             f"run does; the mark '(k of n not learned)' beside a scheme, in this table and in each task's, says "
             f"where a cell mixes not having learned with not generalizing. Sorted by OOD MRR; 'overlaps next' says whether a "
@@ -228,6 +232,8 @@ def mrr_display(m: pd.DataFrame, marks: dict[str, str] | None = None) -> pd.Data
                         "cells OOD": m.cells_ood, "cells all": m.cells_all, "overlaps next": m.overlaps_next})
     if marks is not None:
         out["not learned"] = [marks.get(s, "") for s in m.scheme]
+    if "ranked_on" in m and m.ranked_on.nunique() > 1:  # schemes ranked on different tasks say which
+        out["ranked on"] = m.ranked_on
     return out
 
 
@@ -255,8 +261,11 @@ def _md(t: pd.DataFrame, floatfmt: str = ".3f") -> str:
 
 def markdown(r: dict) -> str:
     out = [f"# PosBench leaderboard: `{r['sweep']}`", ""]
+    if r.get("coverage"):
+        out += [f"> **{r['coverage']}**", ""]
     if r["warning"]:
         out += [f"> **Warning: {r['warning']}**", ""]
+    out += [f"**{r['verdict']}**", "", r["setup"], ""]
     if r["summary_plot"] is not None:
         out += ["![summary: every scheme on every task at the first length beyond training](plots/summary.png)", ""]
     out += ["## Mean Reciprocal Rank", "", _mrr_text(r), "", mrr_display(r["mrr"], r["mrr_marks"]).to_markdown(index=False), "",
@@ -304,8 +313,11 @@ def _img(alt: str, plot: Plot, attrs: str = "") -> str:
 def html_page(r: dict, plots: dict[str, Plot]) -> str:
     esc = html.escape
     parts = [f"<h1>PosBench leaderboard: <code>{esc(r['sweep'])}</code></h1>"]
+    if r.get("coverage"):
+        parts += [f"<p class='warn'>{esc(r['coverage'])}</p>"]
     if r["warning"]:
         parts += [f"<p class='warn'>Warning: {esc(r['warning'])}</p>"]
+    parts += [f"<p id='verdict'><strong>{esc(r['verdict'])}</strong></p>", f"<p id='setup'>{esc(r['setup'])}</p>"]
     if r["summary_plot"] is not None:
         parts += [_img("summary: every scheme on every task at the first length beyond training", r["summary_plot"],
                        ' id="summary"')]

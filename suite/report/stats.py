@@ -7,6 +7,10 @@
   Wald interval by Brown, Cai and DasGupta 2001, "Interval Estimation for a Binomial Proportion").
 * ``percentile_interval``: the percentile bootstrap interval (Efron and Tibshirani 1993, "An
   Introduction to the Bootstrap", §13.3).
+* ``containing``: an interval widened, where needed, to contain its point estimate. The report's
+  MRR intervals are percentile intervals made to contain the MRR of the board's own means: MRR
+  is a rank statistic with a ceiling, whose replicates can all fall to one side of the point
+  (a scheme that wins nearly every cell can only lose ranks when seeds are resampled).
 
 Intervals are clipped to the metric's range (``suite.results.metrics``): [0, 1] for a share,
 [0, inf) for a loss; ``bounds`` gives it, [0, 1] by default.
@@ -57,3 +61,10 @@ def percentile_interval(samples, level: float = LEVEL, axis: int = 0):
     tail = 100 * (1 - level) / 2
     low, high = np.percentile(samples, [tail, 100 - tail], axis=axis)
     return low, high
+
+
+def containing(point, low, high):
+    """(low, high) widened to contain ``point``: (min(low, point), max(high, point)), elementwise;
+    NaN where the point or the interval is NaN."""
+    point, low, high = (np.asarray(x, dtype=float) for x in (point, low, high))
+    return np.minimum(low, point), np.maximum(high, point)

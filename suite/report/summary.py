@@ -1,8 +1,12 @@
 """``posbench summary <folder>`` (``python -m suite.report.summary``): the report's leaderboard in
 the terminal, the cells of ``leaderboard.csv``: one row per configuration (``config_hash``),
 labelled as the report labels it, task and eval length, on each task's headline metric, with the
-mean over seeds, its 95 % interval and the number of seeds. Exits 1 when there is nothing to show,
-2 on a folder or ``--metric`` that cannot be one (``suite.results.store.read_source``, ``suite.report.choices``)."""
+mean over seeds and its 95 % interval ('5.71 (n=1)' for a cell without one), the number of runs
+behind it (n=5) and how many of them have not learned the task at the training length (the mark
+the report's tables carry). ``--csv`` / ``--json`` write the same table machine-readably to stdout
+(the columns of ``leaderboard.csv`` and ``runs``; JSON: one object per cell, null for no number).
+Exits 1 when there is nothing to show, 2 on a folder or ``--metric`` that cannot be one
+(``suite.results.store.read_source``, ``suite.report.choices``)."""
 from __future__ import annotations
 
 import sys
@@ -13,11 +17,34 @@ from suite.commandline import command, parser
 
 
 def summary_table(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
-    """The leaderboard cells as ``leaderboard.csv`` holds them (``render.BOARD_CSV``, 4 decimals)."""
+    """The leaderboard cells as ``leaderboard.csv`` holds them (``render.BOARD_CSV``, 4 decimals),
+    with ``runs``: how many runs stand behind the cell's scheme on its task (``not_learned`` of them
+    have not learned it)."""
     from suite.report import render, tables
 
     board = tables.leaderboard(df, metric).rename(columns={"n": "n_seeds"})
-    return board[render.BOARD_CSV].round(4).reset_index(drop=True)
+    return board[[*render.BOARD_CSV, "runs"]].round(4).reset_index(drop=True)
+
+
+def terminal_table(table: pd.DataFrame) -> pd.DataFrame:
+    """``summary_table`` as the terminal shows it: 'mean [low, high]' or 'mean (n=1)'
+    (``tables.cell_text``), 'n=3' seeds with a value, and '1 of 3' runs not learned."""
+    from suite.report import tables
+
+    cells = [tables.EMPTY if n == 0 else tables.cell_text(m, lo, hi, n, digits=4)
+             for m, lo, hi, n in zip(table["mean"], table.ci_low, table.ci_high, table.n_seeds)]
+    marks = [f"{k} of {r}" if k else "" for k, r in zip(table.not_learned, table.runs)]
+    return pd.DataFrame({"scheme": table.scheme, "task": table.task, "eval_len": table.eval_len, "metric": table.metric,
+                         "mean [95 % interval]": cells, "n": [f"n={n}" for n in table.n_seeds],
+                         "not learned": marks, "status": table.status})
+
+
+def write_machine(table: pd.DataFrame, kind: str) -> None:
+    """``table`` to stdout as CSV (a header row, then one row per cell) or JSON (a list of objects)."""
+    if kind == "csv":
+        table.to_csv(sys.stdout, index=False)
+    else:
+        sys.stdout.write(table.to_json(orient="records", indent=1) + "\n")
 
 
 @command
@@ -25,6 +52,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report.summ
     p = parser(prog, __doc__)
     p.add_argument("folder", help="a sweep's results folder (results/<sweep>) or a published/<sweep>.jsonl.gz")
     p.add_argument("--metric", default=None, help="score every task by this metric (default: each task's headline metric)")
+    form = p.add_mutually_exclusive_group()
+    form.add_argument("--csv", dest="form", action="store_const", const="csv",
+                      help="write the table to stdout as CSV, the columns of the report's leaderboard.csv plus runs")
+    form.add_argument("--json", dest="form", action="store_const", const="json",
+                      help="write the table to stdout as JSON: a list of one object per cell, null for no number")
     args = p.parse_args(argv)
     from suite.report import choices
     from suite.results import store
@@ -35,10 +67,12 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report.summ
     if table.empty:
         print(f"no results under {args.folder}", file=sys.stderr)
         return 1
-    shown = table.assign(interval=[f"[{lo:.4f}, {hi:.4f}]" for lo, hi in zip(table.ci_low, table.ci_high)])
-    print(f"{df.run_id.nunique()} runs in {args.folder}, {shown.scheme.nunique()} configurations; "
-          "mean over seeds with its 95 % interval:")
-    print(shown[["scheme", "task", "eval_len", "metric", "mean", "interval", "n_seeds", "status"]].to_string(index=False))
+    if args.form:
+        write_machine(table, args.form)
+        return 0
+    print(f"{df.run_id.nunique()} runs in {args.folder}, {table.scheme.nunique()} configurations; mean over seeds "
+          "with its 95 % interval, n: seeds with a value, not learned: runs below the line at the training length:")
+    print(terminal_table(table).to_string(index=False))
     return 0
 
 

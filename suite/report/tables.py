@@ -30,9 +30,10 @@ from suite.config.codedigest import spec_digest
 from suite.model.span_kinds import KINDS
 from suite.report import labels, stats
 from suite.evaluation.slices import parse_slice
+from suite.results.learned import LEARNED_AT, learned, learned_mark  # noqa: F401 (the report's names too)
 from suite.results.store import DECLARED
+from suite.report.choices import EFFECTIVE_AT, TIE_RULES  # declared where a command's --help reads them
 
-TIE_RULES = ("min", "average")
 BREAKDOWN_COLUMNS = ("spans", *KINDS, "pattern", "model", "train_len")
 # what a run's configuration is made of, for rows written before ``config_hash`` existed
 CONFIG_COLUMNS = ("model", "n_layers", "d_model", "n_heads", "pattern", "positions", "spans", *KINDS,
@@ -40,8 +41,6 @@ CONFIG_COLUMNS = ("model", "n_layers", "d_model", "n_heads", "pattern", "positio
 BOOTSTRAP_REPS = 1000
 BOOTSTRAP_SEED = 0
 TIED_BELOW = 0.01  # the one tie rule: two means closer than this are tied (power and MRR alike)
-LEARNED_AT = 0.9  # a run has learned its task when its headline score at the training length reaches this
-EFFECTIVE_AT = 0.8  # the effective length: the longest eval length up to which a scheme scores at least this
 SPLIT = "split"  # the slice field naming an evaluation split: a distribution the task's eval_generate draws from
 
 
@@ -173,21 +172,6 @@ def board_of(d: pd.DataFrame) -> pd.DataFrame:
     return out[cols]
 
 
-def learned(d: pd.DataFrame) -> pd.Series:
-    """Per run and task (index run_id, task) of ``primary`` rows: whether the run's score on the
-    task at the training length reaches ``LEARNED_AT`` of its metric's best value (a run without a
-    score there has not learned). A run trained on a mixture is judged on each of its tasks. Only
-    metrics in a bounded range where higher is better are judged; other runs count as learned."""
-    judged = (d.higher_is_better == True) & np.isfinite(d.high.astype(float))  # noqa: E712 (None is not True)
-    at_l = d[judged & (d.eval_len == d.train_len)]
-    best = at_l.high.astype(float)
-    ok = (at_l.value.astype(float) >= LEARNED_AT * best).groupby([at_l.run_id, at_l.task]).any()
-    pairs = pd.Series(True, index=pd.MultiIndex.from_frame(d[["run_id", "task"]].drop_duplicates()))
-    judged_pairs = pd.MultiIndex.from_frame(d.loc[judged, ["run_id", "task"]].drop_duplicates())
-    pairs[judged_pairs] = ok.reindex(judged_pairs, fill_value=False).values
-    return pairs
-
-
 def not_learned(d: pd.DataFrame) -> pd.DataFrame:
     """``scheme, task, not_learned, runs``: how many of each cell row's runs have not learned
     their task at the training length (``learned``), out of how many."""
@@ -195,12 +179,6 @@ def not_learned(d: pd.DataFrame) -> pd.DataFrame:
     runs = runs.join(learned(d).rename("learned"), on=["run_id", "task"])
     runs = runs.assign(miss=~runs.learned.astype(bool))
     return runs.groupby(["scheme", "task"]).agg(not_learned=("miss", "sum"), runs=("run_id", "size")).reset_index()
-
-
-def learned_mark(not_learned_count: int, runs: int) -> str:
-    """'' or ' (1 of 5 not learned)': the mark every table puts beside a scheme whose runs include
-    one that did not learn its task at the training length."""
-    return f" ({int(not_learned_count)} of {int(runs)} not learned)" if not_learned_count else ""
 
 
 def split_boards(df: pd.DataFrame, metric: str | None = None,
@@ -252,7 +230,10 @@ def tie_ranks(s: np.ndarray, tie: str = "min", margin: float = TIED_BELOW) -> np
     by at least ``margin`` (``tie="min"``: tied schemes share the best rank); ``tie="average"``
     adds half of the schemes tied with it. No rank counts a difference below the margin, and with
     ``margin=0`` these are the usual min and average ranks."""
-    diff = s[:, None, :, :] - s[:, :, None, :]  # [r, i, j, c] = s_j - s_i: how far scheme j is ahead of i
+    ahead_of, behind = s[:, None, :, :], s[:, :, None, :]
+    both_absent = np.isneginf(ahead_of) & np.isneginf(behind)  # -inf - -inf: no difference to take, NaN
+    diff = np.subtract(ahead_of, behind, out=np.full(np.broadcast_shapes(ahead_of.shape, behind.shape), np.nan),
+                       where=~both_absent)  # [r, i, j, c] = s_j - s_i: how far scheme j is ahead of i
     with np.errstate(invalid="ignore"):
         beats = np.nan_to_num(diff, nan=-np.inf) >= margin  # absent schemes (-inf) never beat, never lose
         tied = (np.abs(np.nan_to_num(diff, nan=np.inf)) < margin) | (s[:, None, :, :] == s[:, :, None, :])
@@ -271,18 +252,27 @@ def _mrr(scores: np.ndarray, present: np.ndarray, ood: np.ndarray, tie: str, sig
 
     ``scores``: (R, S, C) cell means (NaN: empty cell, ranks below every scheme with a score);
     ``present``/``ood``: (S, C); ``signs``: (C,), +1 where higher is better, -1 where lower is.
-    Absent schemes neither take a rank nor count in a mean. Returns two (R, S) arrays, NaN where a
-    scheme has no such cell.
+    Absent schemes neither take a rank nor count in a mean, and a cell only one scheme is in is
+    no contest (``ranked``): it counts for none. Returns two (R, S) arrays, NaN where a scheme has
+    no such cell.
     """
     s = np.where(present, np.nan_to_num(scores * signs, nan=_EMPTY_SCORE), -np.inf)
     rr = 1.0 / tie_ranks(s, tie)
+    counted = ranked(present)
 
     def mean_over(mask):
         cnt = mask.sum(axis=1)
         total = np.where(mask, rr, 0.0).sum(axis=2)
         return np.where(cnt > 0, total / np.maximum(cnt, 1), np.nan)
 
-    return mean_over(present & ood), mean_over(present)
+    return mean_over(counted & ood), mean_over(counted)
+
+
+def ranked(present: np.ndarray) -> np.ndarray:
+    """(S, C): the cells each scheme is ranked in, those of its cells at least one other scheme
+    is in too. A cell no other scheme has (a task only one configuration ran) ranks nothing: a
+    rank of 1 there would lift a scheme's MRR for the tasks it alone was run on."""
+    return present & (present.sum(axis=0) >= 2)
 
 
 def _check_tie(tie: str) -> None:
@@ -301,14 +291,19 @@ def mrr(board: pd.DataFrame, tie: str = "min") -> pd.DataFrame:
 
     ``tie="min"``: tied schemes share the best rank of their group (1, 1, 3); ``tie="average"``:
     they share the mean of the ranks they span (1.5, 1.5, 3). An empty cell (unsupported,
-    diverged, failed) ranks below every scheme with a score. Columns ``scheme, mrr_ood, mrr_all,
-    cells_ood, cells_all``, sorted by OOD MRR.
+    diverged, failed) ranks below every scheme with a score. A scheme is ranked only in cells
+    another scheme is in too (``ranked``), so each MRR compares schemes over the same tasks.
+    Columns ``scheme, mrr_ood, mrr_all, cells_ood, cells_all`` (the cells counted) and
+    ``ranked_on`` (the tasks of those cells), sorted by OOD MRR.
     """
     _check_tie(tie)
-    schemes, _, scores, present, ood, signs = _arrays(board)
+    schemes, cells, scores, present, ood, signs = _arrays(board)
     m_ood, m_all = _mrr(scores[None], present, ood, tie, signs)
+    counted = ranked(present)
+    tasks = [", ".join(sorted({task for (task, _), on in zip(cells, row) if on})) for row in counted]
     return _sorted(pd.DataFrame({"scheme": schemes, "mrr_ood": m_ood[0], "mrr_all": m_all[0],
-                                 "cells_ood": (present & ood).sum(1), "cells_all": present.sum(1)}))
+                                 "cells_ood": (counted & ood).sum(1), "cells_all": counted.sum(1),
+                                 "ranked_on": tasks}))
 
 
 def _bootstrap_scores(d: pd.DataFrame, schemes, cells, reps: int, seed: int) -> np.ndarray:
@@ -333,10 +328,14 @@ def mrr_intervals(board: pd.DataFrame, rows: pd.DataFrame, tie: str = "min",
     """``mrr`` of ``board`` (``board_of(rows)``, built once by the caller) with 95 % percentile
     bootstrap intervals (Efron and Tibshirani 1993): each of ``reps`` replicates resamples every
     (scheme, task)'s runs in ``rows`` (the board's ``primary`` rows) with replacement, recomputes
-    cell means, ranks and both MRRs; a fixed ``seed`` makes it reproducible.
+    cell means, ranks and both MRRs; a fixed ``seed`` makes it reproducible. The point is the MRR
+    of the board's own means (``mrr``), and each interval is widened to contain it where the
+    replicates fall to one side of it (``stats.containing``): an MRR near its ceiling (a scheme
+    that wins nearly every cell) can only lose ranks under resampling, so the percentile interval
+    alone may miss its own point.
 
     Columns ``scheme, mrr_ood, mrr_ood_low, mrr_ood_high, mrr_all, mrr_all_low, mrr_all_high,
-    cells_ood, cells_all, overlaps_next`` sorted by OOD MRR; ``overlaps_next`` says whether a
+    cells_ood, cells_all, overlaps_next, ranked_on`` sorted by OOD MRR; ``overlaps_next`` says whether a
     scheme's OOD interval overlaps the next-ranked scheme's ("yes"/"no", "" for the last).
     """
     _check_tie(tie)
@@ -345,14 +344,14 @@ def mrr_intervals(board: pd.DataFrame, rows: pd.DataFrame, tie: str = "min",
     b_ood, b_all = _mrr(samples, present, ood, tie, signs)
     out = mrr(board, tie).set_index("scheme").loc[schemes]
     for name, b in (("mrr_ood", b_ood), ("mrr_all", b_all)):
-        out[f"{name}_low"], out[f"{name}_high"] = stats.percentile_interval(b)
+        out[f"{name}_low"], out[f"{name}_high"] = stats.containing(out[name].to_numpy(), *stats.percentile_interval(b))
     out = _sorted(out.reset_index())
     lo, hi = out.mrr_ood_low.to_numpy(), out.mrr_ood_high.to_numpy()
     out["overlaps_next"] = [("yes" if lo[i] <= hi[i + 1] and lo[i + 1] <= hi[i] else "no")
                             if i + 1 < len(out) and not np.isnan([lo[i], hi[i], lo[i + 1], hi[i + 1]]).any()
                             else "" for i in range(len(out))]
     return out[["scheme", "mrr_ood", "mrr_ood_low", "mrr_ood_high", "mrr_all", "mrr_all_low", "mrr_all_high",
-                "cells_ood", "cells_all", "overlaps_next"]]
+                "cells_ood", "cells_all", "overlaps_next", "ranked_on"]]
 
 
 def first_ood(board: pd.DataFrame) -> pd.DataFrame:
@@ -415,8 +414,12 @@ def tied_share(power_table: pd.DataFrame) -> float:
 EMPTY = "-"  # a cell with no score because the scheme cannot represent the length, or a length never reached
 
 
-def _fmt(x: float) -> str:
-    return f"{x:.2f}"
+def cell_text(mean: float, low: float, high: float, n: int, digits: int = 2) -> str:
+    """'0.93 [0.88, 0.97]', the mean with its 95 % interval; '5.71 (n=1)' for a cell without an
+    interval (one seed of a metric that is not a share: no spread to estimate), never '[nan, nan]'."""
+    if pd.isna(low) or pd.isna(high):
+        return f"{mean:.{digits}f} (n={int(n)})"
+    return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
 def length_header(eval_len, train_len) -> str:
@@ -447,8 +450,8 @@ def scheme_order(board: pd.DataFrame) -> list[str]:
 
 
 def pivot(board: pd.DataFrame, task: str) -> pd.DataFrame:
-    """Scheme x eval length for one task, one header row: 'mean [ci_low, ci_high]' ('mean' alone
-    for a cell without an interval), '-' where the
+    """Scheme x eval length for one task, one header row: 'mean [ci_low, ci_high]' ('mean (n=1)'
+    for a cell without an interval, ``cell_text``), '-' where the
     scheme cannot represent the length (unsupported), else why the cell is empty (diverged).
     Rows best first (``scheme_order``); columns named '64 (2x)'."""
     b = board[board.task == task]
@@ -456,9 +459,7 @@ def pivot(board: pd.DataFrame, task: str) -> pd.DataFrame:
     def cell(r):
         if r["n"] == 0:
             return EMPTY if r["status"] == "unsupported" else r["status"]
-        if pd.isna(r["ci_low"]) or pd.isna(r["ci_high"]):  # one seed of a metric that is not a share
-            return _fmt(r["mean"])
-        return f"{_fmt(r['mean'])} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]"
+        return cell_text(r["mean"], r["ci_low"], r["ci_high"], r["n"])
 
     t = b.assign(cell=b.apply(cell, axis=1)).pivot(index="scheme", columns="eval_len", values="cell")
     train_len = b.train_len.iloc[0] if len(b) else 1

@@ -66,9 +66,27 @@ def run_columns(spec: RunSpec) -> dict:
     }
 
 
+def span_label(spec: RunSpec) -> str:
+    """The layers' spans as a run id names them, distinct ones joined by '+': 'full', 'swa16'
+    (a sliding window of 16 keys), 'chunked16', 'swa16+full' (command_a's pattern); a layer that
+    is no softmax attention is named by its mixer, 'gated_delta+full', as the ``spans`` column is."""
+    def one(layer) -> str:
+        if getattr(layer, "mixer", "attention") != "attention":
+            return layer.mixer
+        size = layer.span_size
+        return layer.span if size is None else f"{layer.span}{size}"
+
+    return _joined(one(layer) for layer in spec.model.layers)
+
+
 def run_id(spec: RunSpec) -> str:
-    """Readable and unique: '<positions>-<pattern>-<task or task set>-s<seed>-<spec hash>', the
-    positions with their schedule (``positions_label``) written with '~' for '>', since a run id
-    is a file name and a command-line argument ('rope~drope@0.8': '>' redirects in a shell and
-    Windows refuses it in a name)."""
-    return f"{positions_label(spec).replace('>', '~')}-{spec.model.pattern}-{spec.taskset}-s{spec.seed}-{spec.run_id}"
+    """Readable and unique: '<positions>-<pattern>-<spans>-<task or task set>-s<seed>-<spec hash>',
+    as 'alibi-uniform-swa16-copy-s0-5ecd0a1b2c3d' or 'alibi-uniform-full-copy-s0-7b3d...': the
+    spans (``span_label``) are always named, full attention too, so every id has its fields in the
+    same places and two runs that differ only in their span differ before the hash. The positions
+    carry their schedule (``positions_label``) written with '~' for '>', since a run id is a file
+    name and a command-line argument ('rope~drope@0.8': '>' redirects in a shell and Windows
+    refuses it in a name). The id is a name, never parsed: every reader takes a run's facts from
+    its columns and its stored spec, so rows stored under an older form of the id read as before."""
+    return (f"{positions_label(spec).replace('>', '~')}-{spec.model.pattern}-{span_label(spec)}-{spec.taskset}"
+            f"-s{spec.seed}-{spec.run_id}")

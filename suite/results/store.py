@@ -483,30 +483,63 @@ def load_empty() -> pd.DataFrame:
     return pd.DataFrame(columns=[*COLUMNS, "spec", "numeric"])
 
 
+SUMMARY_INDEX = ["task", "pattern", "positions", "spans", *KINDS]  # a row of the store's table: one configuration
+NO_SIZE = "-"  # a span-kind column of a layer stack without that kind (full attention has no window)
+
+
+def _size_order(size: str) -> int:
+    """Sizes in numeric order (4, 8, 16), none first."""
+    return -1 if size == NO_SIZE else int(size)
+
+
 def summary(df: pd.DataFrame, metric: str = "exact_match") -> pd.DataFrame:
-    """Mean ``metric`` by (positions, pattern, task) x eval length over seeds; NaN where not ok."""
-    d = df[(df.metric == metric) & (df.slice == "all")].copy()
+    """Mean ``metric`` over seeds by (task, pattern, positions, spans, and each span kind's size)
+    x eval length, NaN where not ok, so full attention and a window of 16 are never one row (and
+    where these still leave two configurations in one row, by ``config_hash`` too); then
+    ``runs`` (how many runs each row averages) and ``not learned`` (how many of them have not
+    learned the task, ``suite.results.learned``: their headline below the line at the training
+    length)."""
+    from suite.results.learned import headline_rows, learned
+
+    sized = df.assign(**{k: df[k].map(lambda v: NO_SIZE if v is None or pd.isna(v) else str(int(v))) for k in KINDS})
+    d = sized[(sized.metric == metric) & (sized.slice == "all")].copy()
+    if d.empty:
+        return pd.DataFrame()
     d.loc[d.status != "ok", "value"] = float("nan")
-    return d.pivot_table(index=["task", "pattern", "positions"], columns="eval_len", values="value",
-                         aggfunc="mean", dropna=False)
+    index = SUMMARY_INDEX + (["config_hash"] if d.groupby(SUMMARY_INDEX).config_hash.nunique().max() > 1 else [])
+    table = d.groupby([*index, "eval_len"]).value.mean().unstack("eval_len")
+    table = table.sort_index(key=lambda level: level.map(_size_order) if level.name in KINDS else level)
+    table.columns = [int(c) for c in table.columns]
+    runs = d.drop_duplicates(["run_id", "task"])[[*index, "run_id"]]
+    runs = runs.join(learned(headline_rows(df)).rename("learned"), on=["run_id", "task"])
+    runs["missed"] = runs.learned.eq(False)  # a run with no headline row is not judged
+    counts = runs.groupby(index).agg(runs=("run_id", "size"), missed=("missed", "sum")).reindex(table.index)
+    table["runs"] = [f"n={n}" for n in counts.runs]
+    table["not learned"] = [str(int(k)) if k else "" for k in counts.missed]
+    return table
 
 
 @command
 def main(argv: list[str] | None = None) -> int:
-    """``python -m suite.results.store [source]``: exact match by scheme and eval length of a
-    results folder or a shipped ``published/<sweep>.jsonl.gz``; exits 1 when it holds no results,
+    """``python -m suite.results.store [source]``: exact match by configuration (scheme, pattern,
+    span and its sizes) and eval length of a results folder or a shipped
+    ``published/<sweep>.jsonl.gz``, with each row's run count and not-learned count; exits 1 when it holds no results,
     2 when it is neither (``source_problem``)."""
     p = parser("python -m suite.results.store", "Print exact match by scheme and eval length for a results folder "
                                                  "or a shipped file.")
     p.add_argument("folder", nargs="?", default="results",
                    help="a sweep folder, a whole results folder, or a shipped published/<sweep>.jsonl.gz")
     folder = p.parse_args(argv).folder
+    from suite.results.learned import LEARNED_AT
+
     frame = read_source(p.prog, "folder", folder)
     table = summary(frame)
     if table.empty:
         raise Refused(f"no exact_match rows under {folder} (its runs store other metrics: "
                       f"{', '.join(sorted(set(frame.metric)))})", 1)
-    print(f"exact match by eval length ({frame.run_id.nunique()} runs in {folder}):")
+    print(f"exact match by eval length, mean over seeds ({frame.run_id.nunique()} runs in {folder}); runs: how "
+          f"many runs a row averages; not learned: how many of them score below {LEARNED_AT} of their task's "
+          "headline at the training length:")
     print(table.round(3).to_string())
     return 0
 

@@ -35,6 +35,8 @@ class TrainResult:
     final_loss: float
     wall_s: float
     resumed_from: int = 0
+    # every logged step of the whole training ({"step", "train/loss", "train/lr", "train/grad_norm",
+    # "train/tokens_per_s"}), a resumed run's included: the checkpoint carries the steps before it
     history: list = field(default_factory=list)
     batch_s: float = 0.0  # of wall_s, the time spent generating batches
     # wall_s and batch_s count the whole training: a process resumed from a checkpoint adds the
@@ -77,6 +79,7 @@ class _Setup:
     optimizer: torch.optim.Optimizer
     start: int  # first step to run (> 0 when resumed from a checkpoint)
     spent: dict  # the training's time before ``start`` (wall_s, batch_s), from the checkpoint
+    history: list  # the logged steps before ``start``, from the checkpoint
     step_fn: Callable
     autocast: torch.autocast
     rows: slice  # this process's rows of the global batch (all rows without torchrun)
@@ -91,14 +94,14 @@ def _setup(model, spec: RunSpec, ckpt_path: Optional[Path]) -> _Setup:
     device = resolve_device(spec)
     model.to(device).train()
     rows = distributed.share(t.batch_size)
-    optimizer, start, spent = resume(ckpt_path, model, lambda: build_optimizer(model, spec, device), spec.run_id, t.steps)
+    optimizer, start, spent, history = resume(ckpt_path, model, lambda: build_optimizer(model, spec, device), spec.run_id, t.steps)
     if device.type == "cuda":
         torch.set_float32_matmul_precision("high")  # TF32 for what runs outside the bf16 autocast
     ddp = distributed.wrap(model, device)
     if t.compile:
         torch.compiler.reset()  # each run starts with an empty cache: the recompile limit counts per run
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=t.precision == "bf16")
-    return _Setup(device, optimizer, start, spent, torch.compile(ddp) if t.compile else ddp, autocast, rows,
+    return _Setup(device, optimizer, start, spent, history, torch.compile(ddp) if t.compile else ddp, autocast, rows,
                   t.batch_size // (rows.stop - rows.start), list(model.parameters()))
 
 
@@ -119,11 +122,12 @@ def _batch(spec: RunSpec, tasks, step: int, run: _Setup):
 class _Meter:
     """Progress bar, logged history, tokens seen and batch time of one training run."""
 
-    def __init__(self, spec: RunSpec, start: int, spent: dict, progress: bool, log: Optional[Callable[[dict, int], None]]):
+    def __init__(self, spec: RunSpec, start: int, spent: dict, history: list, progress: bool,
+                 log: Optional[Callable[[dict, int], None]], label: Optional[str] = None):
         self.t0, self.start, self.log, self.before = time.perf_counter(), start, log, spent
         self.bar = tqdm(range(start, spec.train.steps), initial=start, total=spec.train.steps, disable=not progress,
-                        desc=f"train {spec.model.pattern}/{spec.taskset}", leave=False, dynamic_ncols=True)
-        self.loss_value, self.history, self.tokens_seen, self.batch_s = float("nan"), [], 0, 0.0
+                        desc=f"train {label or f'{spec.model.pattern}/{spec.taskset} seed {spec.seed}'}", leave=False, dynamic_ncols=True)
+        self.loss_value, self.history, self.tokens_seen, self.batch_s = float("nan"), list(history), 0, 0.0
 
     def record(self, step: int, out, lr: float) -> None:
         """Log step ``step``: loss, learning rate, gradient norm and tokens per second so far."""
@@ -164,13 +168,15 @@ def train(
     log_every: int = 10,
     progress: bool = True,
     on_step: Optional[Callable[[int], None]] = None,
+    label: Optional[str] = None,
 ) -> TrainResult:
     """Train ``model`` on ``tasks`` for ``spec.train.steps`` steps, resuming from ``ckpt_path`` when a
     checkpoint is there and saving one every ``ckpt_every`` steps; ``log(metrics, step)`` gets every
-    ``log_every``-th step and the last; ``on_step(n)`` is called after each of the n steps done."""
+    ``log_every``-th step and the last; ``on_step(n)`` is called after each of the n steps done;
+    ``label`` names the run on the progress bar (``suite.progress.run_label``)."""
     t = spec.train
     run = _setup(model, spec, ckpt_path)
-    meter = _Meter(spec, run.start, run.spent, progress, log)
+    meter = _Meter(spec, run.start, run.spent, run.history, progress, log, label)
     for step in meter.bar:
         if t.schedule:
             model.set_phase(t.phase_at(step))
@@ -191,7 +197,7 @@ def train(
             on_step(step + 1)
         if ckpt_path is not None and ckpt_every and (step + 1) % ckpt_every == 0 and step + 1 < t.steps \
                 and distributed.is_main():
-            save_checkpoint(ckpt_path, model, run.optimizer, step + 1, spec.run_id, meter.spent())
+            save_checkpoint(ckpt_path, model, run.optimizer, step + 1, spec.run_id, meter.spent(), meter.history)
     _last_phase(model, spec)
     return meter.result("ok", t.steps, meter.loss_value)
 

@@ -114,6 +114,8 @@ class PositionScheme(nn.Module):
         return q, k
 
     def bias(self, pos_q: torch.Tensor, pos_k: torch.Tensor) -> Optional[torch.Tensor]:
+        """The additive score bias (H, Tq, Tk), or None. Attention only reads it (every path adds
+        it out of place), so it may be a tensor the scheme keeps or an ``expand``ed view."""
         return None
 
     # True for a scheme whose ``logit_term`` reads the logits: attention then runs the reference

@@ -1,0 +1,259 @@
+"""``posbench curve <run id | results folder | shipped file>`` (``python -m suite.commands.curve``): learning
+curves, the training loss and the in-distribution score against the step, of one run or of each
+cell (the mean over seeds with a min-max band).
+
+Plots the training loss against the step and the in-distribution score (each task's headline
+metric at the training length) for one run, or for every cell of a results folder or a shipped
+``published/<sweep>.jsonl.gz`` (runs identical except for the seed, by ``config_hash``): the mean
+over seeds with a band from the lowest to the highest seed at each logged step. Writes a PNG
+(``--out``, its path printed) and prints a table: per run or cell, the seeds, the first and last
+logged loss and the in-distribution score, each as mean [min, max] over seeds.
+
+A run's stored record holds its whole training history (``run["history"]``: every
+``log_every``-th step and the last, a resumed run's included); runs stored before the history was
+kept are named and left out. The in-distribution score is measured once, when training ends, so
+it is a point at the last step, not a curve.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from suite import files
+from suite.commandline import Refused, check_output, command, parser, warnings_on_stderr
+from suite.progress import run_label
+
+LOSS = "train/loss"
+
+
+@dataclass
+class Curve:
+    """One run's or one cell's curve: ``steps`` with the mean, lowest and highest loss over its runs
+    there, and ``scores``: {task: (metric, mean, lowest, highest)} at ``final_step``."""
+
+    label: str
+    run_ids: list[str]
+    seeds: list[int]
+    steps: list[int] = field(default_factory=list)
+    loss: list[float] = field(default_factory=list)
+    low: list[float] = field(default_factory=list)
+    high: list[float] = field(default_factory=list)
+    runs_at: list[int] = field(default_factory=list)  # how many runs logged each step
+    final_step: int = 0
+    train_len: int = 0
+    scores: dict = field(default_factory=dict)
+
+
+def find_run(name: str, results_dir) -> Path:
+    """The result file of run ``name`` (its id, or the spec hash it ends with) under
+    ``results_dir/<sweep>/``; ``Refused`` (1) when none or several match."""
+    root = Path(results_dir)
+    found = [p for p in sorted(root.glob("*/*.json")) if not p.parent.name.startswith("_")]
+    matches = [p for p in found if p.stem == name] or [p for p in found if p.stem.endswith(f"-{name}")]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise Refused(f"run {name!r} matches {len(matches)} result files: {', '.join(map(str, matches))}; "
+                      "name one by its file", 1)
+    raise Refused(f"no run {name!r}: not a results folder, a shipped file or a result file, and no "
+                  f"{root}/<sweep>/<run id>.json has that id or hash (--results names the folder searched)", 1)
+
+
+def load_runs(source: str, results_dir="results") -> list[dict]:
+    """The stored run payloads ``source`` names: a results folder or shipped file (every stored run
+    in it, ``store.payloads``), a result file, or a run id or hash searched under ``results_dir``."""
+    from suite.results import store
+
+    path = Path(source)
+    with warnings_on_stderr():
+        if path.is_dir() or store.is_shipped(path):
+            return [payload for _, payload in store.payloads(path)]
+        file = path if path.is_file() else find_run(source, results_dir)
+        try:
+            return [store.verified_run(file)]
+        except store.NotStored as err:
+            raise Refused(str(err), 1) from None
+
+
+def cell_key(run: dict) -> str:
+    """What groups runs into a cell: their ``config_hash`` (the spec less the seed), else a hash of
+    the stored spec less seed and sweep."""
+    if run.get("config_hash"):
+        return str(run["config_hash"])
+    spec = {k: v for k, v in (run.get("spec") or {}).items() if k not in ("seed", "sweep")}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def _task(run: dict) -> str:
+    spec = run.get("spec") or {}
+    return str(spec.get("taskset") or "+".join(t.get("name", "?") for t in spec.get("tasks", [])) or "?")
+
+
+def _final_scores(payload: dict) -> dict[str, tuple[str, float]]:
+    """{task: (headline metric, value)} at the training length, over all examples."""
+    run = payload["run"]
+    out = {}
+    for row in payload["rows"]:
+        if row.get("slice") == "all" and row.get("eval_len") == run.get("train_len") and row.get("metric") == row.get("headline"):
+            out[row["task"]] = (row["metric"], float(row["value"]) if row.get("value") is not None else math.nan)
+    return out
+
+
+def _spread(values: list[float]) -> tuple[float, float, float]:
+    """(mean, min, max) of the finite values; NaN when there are none."""
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    if not finite:
+        return math.nan, math.nan, math.nan
+    return sum(finite) / len(finite), min(finite), max(finite)
+
+
+def curves(payloads: list[dict], by: str = "cell") -> tuple[list[Curve], list[str]]:
+    """(one ``Curve`` per cell, or per run with ``by="run"``; the ids of the runs that store no
+    history). A cell's band at a step is the lowest and highest loss its seeds logged there."""
+    groups: dict[str, list[dict]] = {}
+    without = []
+    for payload in payloads:
+        run = payload["run"]
+        if not run.get("history"):
+            without.append(str(run.get("run_id")))
+            continue
+        groups.setdefault(run["run_id"] if by == "run" else cell_key(run), []).append(payload)
+    out = []
+    for members in groups.values():
+        members.sort(key=lambda p: p["run"].get("seed", 0))
+        first = members[0]["run"]
+        label = run_label(first, _task(first))
+        if by != "run":
+            label = label.rsplit(" seed ", 1)[0]
+        curve = Curve(label, [p["run"]["run_id"] for p in members], [p["run"].get("seed") for p in members],
+                      train_len=int(first.get("train_len") or 0))
+        at: dict[int, list[float]] = {}
+        for p in members:
+            for h in p["run"]["history"]:
+                at.setdefault(int(h["step"]), []).append(float(h[LOSS]))
+        for step in sorted(at):
+            mean, low, high = _spread(at[step])
+            curve.steps.append(step)
+            curve.loss.append(mean)
+            curve.low.append(low)
+            curve.high.append(high)
+            curve.runs_at.append(len(at[step]))
+        curve.final_step = max(int(p["run"]["history"][-1]["step"]) for p in members) + 1
+        finals = [_final_scores(p) for p in members]
+        for task in sorted({t for f in finals for t in f}):
+            metric = next(f[task][0] for f in finals if task in f)
+            curve.scores[task] = (metric, *_spread([f[task][1] for f in finals if task in f]))
+        out.append(curve)
+    out.sort(key=lambda c: c.label)
+    return out, without
+
+
+def _ranged(mean: float, low: float, high: float, n: int) -> str:
+    if math.isnan(mean):
+        return "-"
+    return f"{mean:.3f}" if n == 1 else f"{mean:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def table(found: list[Curve], by: str = "cell") -> str:
+    """The printed table: one line per run or cell (``by``)."""
+    from tabulate import tabulate
+
+    rows = []
+    for c in found:
+        n = len(c.run_ids)
+        first, last = (c.loss[0], c.low[0], c.high[0]), (c.loss[-1], c.low[-1], c.high[-1])
+        scores = "; ".join(f"{task} {metric} {_ranged(mean, low, high, n)}" for task, (metric, mean, low, high) in c.scores.items())
+        rows.append([c.label, ",".join(str(s) for s in c.seeds), len(c.steps), c.final_step,
+                     _ranged(*first, n), _ranged(*last, n), scores or "-"])
+    return tabulate(rows, headers=[by, "seeds", "points",
+                                   "steps", "first loss", "last loss", "in-distribution score at the end"],
+                    tablefmt="simple", disable_numparse=True)
+
+
+def plot(found: list[Curve], title: str) -> bytes:
+    """Two panels: the loss against the step (mean line, min-max band over seeds), and each task's
+    in-distribution score at the last step (a point with a min-max bar)."""
+    import io
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from suite.report.styles import style_map
+
+    looks = style_map([c.label for c in found])
+    legend_rows = max(1, math.ceil(len(found) / 3))
+    fig, (loss_ax, score_ax) = plt.subplots(1, 2, figsize=(11, 4.2 + 0.22 * legend_rows),
+                                            gridspec_kw={"width_ratios": [3, 2]})
+    tasks = sorted({t for c in found for t in c.scores})
+    for c in found:
+        look = looks[c.label]
+        loss_ax.plot(c.steps, c.loss, color=look.color, label=c.label, linewidth=1.4)
+        if len(c.run_ids) > 1:
+            loss_ax.fill_between(c.steps, c.low, c.high, color=look.color, alpha=0.18, linewidth=0)
+        for i, task in enumerate(tasks):
+            if task not in c.scores:
+                continue
+            _, mean, low, high = c.scores[task]
+            x = c.final_step * (1 + 0.05 * (i - (len(tasks) - 1) / 2))  # a task set's tasks side by side
+            score_ax.errorbar([x], [mean], yerr=[[mean - low], [high - mean]], color=look.color, marker=look.marker,
+                              capsize=3, linestyle="none")
+            if len(tasks) > 1:  # a task set: each point names its task
+                score_ax.annotate(task, (x, high), xytext=(0, 5), textcoords="offset points", fontsize=6,
+                                  color=look.color, ha="center", va="bottom", rotation=90)
+    loss_ax.set_xlabel("training step")
+    loss_ax.set_ylabel("training loss (mean; band: min to max over seeds)")
+    loss_ax.set_title(title, fontsize=9)
+    metrics = sorted({m for c in found for m, *_ in c.scores.values()})
+    score_ax.set_xlabel("training step")
+    score_ax.set_ylabel(f"in-distribution score ({metrics[0]})" if len(metrics) == 1
+                        else "in-distribution score (each task's headline metric)")
+    score_ax.set_title("measured once, at the end of training\n(bar: min to max over seeds)", fontsize=9)
+    if found:
+        score_ax.set_xlim(0, max(c.final_step for c in found) * (1.15 + 0.025 * len(tasks)))
+    fig.legend(*loss_ax.get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.06 * legend_rows, 1, 1))
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+@command
+def main(argv: list[str] | None = None, prog: str = "python -m suite.commands.curve") -> int:
+    p = parser(prog, __doc__)
+    p.add_argument("source", help="a run id (or its hash) under --results, a result file, a results folder "
+                                  "(results/<sweep>) or a shipped published/<sweep>.jsonl.gz")
+    p.add_argument("--results", default="results", help="the folder a run id is searched in (default: results)")
+    p.add_argument("--runs", action="store_true", help="one curve per run, not per cell (a cell: runs identical but "
+                                                      "for the seed, drawn as the mean with a min-max band)")
+    p.add_argument("--out", default=None, help="the PNG to write (default: curve-<run id or source name>.png here)")
+    args = p.parse_args(argv)
+    name = Path(args.source).name.removesuffix(".jsonl.gz").removesuffix(".json") or "curve"
+    out = check_output(p.prog, "--out", f"curve-{name}.png" if args.out is None else args.out, kind="file")
+    payloads = load_runs(args.source, args.results)
+    by = "run" if args.runs or len(payloads) == 1 else "cell"
+    found, without = curves(payloads, by=by)
+    if without:
+        shown = ", ".join(without[:3]) + (f", ... ({len(without)} in all)" if len(without) > 3 else "")
+        print(f"{len(without)} of {len(payloads)} runs store no training history (stored before runs kept it): "
+              f"{shown}; rerun them to draw their curves", file=sys.stderr)
+    if not found:
+        raise Refused(f"no run in {args.source} stores a training history; nothing to plot", 1)
+    runs = sum(len(c.run_ids) for c in found)
+    title = f"{args.source}: {runs} run{'s' if runs != 1 else ''}" + (
+        f" in {len(found)} cell{'s' if len(found) != 1 else ''}" if by == "cell" else "")
+    files.write_atomic(out, plot(found, title))
+    print(table(found, by))
+    print("in-distribution score: each task's headline metric at the training length, measured once, at the end "
+          "of training (a point at the last step, not a curve)")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""The top of a board, computed from its data: a one-sentence verdict (which scheme ranks first
+by MRR, and whether its interval separates it from the second) and the setup a reader needs
+before the tables (model, training steps, training length L, eval lengths, seeds, runs). The
+same text heads index.md and index.html."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def _interval(row: pd.Series, name: str, digits: int = 2) -> str:
+    return f"{row[name]:.{digits}f} [{row[f'{name}_low']:.{digits}f}, {row[f'{name}_high']:.{digits}f}]"
+
+
+def verdict(mrr: pd.DataFrame) -> str:
+    """'alibi ranks first by MRR beyond the training length (0.93 [0.88, 0.93]), ahead of t5 (0.73
+    [0.72, 0.75]); separated from the second at the 95 % level: yes (the two intervals do not
+    overlap).' ``mrr``: ``tables.mrr_intervals``. The MRR over cells beyond the training length
+    (the headline) where the board has such cells, else the MRR over all cells; two schemes whose
+    bootstrap intervals overlap are 'not separated', and equal MRRs share the first place."""
+    if mrr.empty:
+        return "No scheme has a score: nothing is ranked."
+    name, where = ("mrr_ood", "beyond the training length") if mrr.mrr_ood.notna().any() else ("mrr_all", "over all cells")
+    ranked = mrr[mrr[name].notna()].sort_values(name, ascending=False, kind="stable")
+    if ranked.empty:  # a scheme is ranked only in cells another scheme is in too
+        return "No two schemes share a cell: nothing is ranked."
+    top = ranked.iloc[0]
+    if len(ranked) == 1:
+        return f"{top.scheme} is the only scheme ranked by MRR {where} ({_interval(top, name)}): nothing to compare."
+    second = ranked.iloc[1]
+    ends = [top[f"{name}_low"], top[f"{name}_high"], second[f"{name}_low"], second[f"{name}_high"]]
+    if np.isnan(np.asarray(ends, dtype=float)).any():
+        separated = "not known (no interval)"
+    elif top[f"{name}_low"] <= second[f"{name}_high"] and second[f"{name}_low"] <= top[f"{name}_high"]:
+        separated = "no (the two intervals overlap: their order may be noise)"
+    else:
+        separated = "yes (the two intervals do not overlap)"
+    if top[name] == second[name]:
+        return (f"{top.scheme} and {second.scheme} share the first place by MRR {where} ({_interval(top, name)} and "
+                f"{_interval(second, name)}); separated from each other at the 95 % level: {separated}.")
+    digits = 2 if f"{top[name]:.2f}" != f"{second[name]:.2f}" else 3  # two MRRs that read alike at 2 decimals
+    return (f"{top.scheme} ranks first by MRR {where} ({_interval(top, name, digits)}), ahead of {second.scheme} "
+            f"({_interval(second, name, digits)}); separated from the second at the 95 % level: {separated}.")
+
+
+def _values(series: pd.Series) -> str:
+    """The distinct values, sorted, as plain numbers: '32', '32, 64'."""
+    return ", ".join(f"{x:g}" for x in sorted(pd.to_numeric(series, errors="coerce").dropna().unique())) or "not recorded"
+
+
+def setup(df: pd.DataFrame, rows: pd.DataFrame | None = None) -> str:
+    """'Setup: model tiny (4 layers, d_model 64, 4 heads); 1750 steps; trained at L = 32 tokens;
+    evaluated at 32, 64, 128 tokens; seeds 0, 1, 2; 36 runs.' from the store's rows ``df``; the eval
+    lengths are those of the board's headline rows ``rows`` (``tables.primary``) when given."""
+    runs = df.drop_duplicates("run_id")
+    models = runs[["model", "n_layers", "d_model", "n_heads"]].drop_duplicates().dropna(subset=["n_layers"])
+    model = "; ".join(f"{m.model} ({m.n_layers:g} layers, d_model {m.d_model:g}, {m.n_heads:g} heads)"
+                      for m in models.sort_values(["n_layers", "d_model", "n_heads"]).itertuples()) or "not recorded"
+    lengths = (rows if rows is not None and len(rows) else df).eval_len
+    return (f"Setup: model {model}; {_values(runs.steps)} steps; trained at L = {_values(runs.train_len)} tokens; "
+            f"evaluated at {_values(lengths)} tokens; seeds {_values(runs.seed)}; {runs.run_id.nunique()} runs.")

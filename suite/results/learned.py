@@ -1,0 +1,44 @@
+"""Whether a stored run has learned its task: the one judgement every board marks.
+
+A run has learned a task when its headline score at the training length reaches ``LEARNED_AT``
+of the metric's best value. Only metrics in a bounded range where higher is better are judged
+(a loss or bits per byte has no "learned" line); a run on such a metric counts as learned.
+It reads stored rows only (each row's metric declaration), so the store's own table
+(``python -m suite.results.store``) and the report (``suite.report.tables``) mark the same runs.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+LEARNED_AT = 0.9  # a run has learned its task when its headline score at the training length reaches this
+
+
+def learned(d: pd.DataFrame) -> pd.Series:
+    """Per run and task (index run_id, task) of headline rows (one metric per task, slice 'all'):
+    whether the run's score on the task at the training length reaches ``LEARNED_AT`` of its
+    metric's best value (a run without a score there has not learned). A run trained on a
+    mixture is judged on each of its tasks. Only metrics in a bounded range where higher is
+    better are judged; other runs count as learned."""
+    judged = (d.higher_is_better == True) & np.isfinite(d.high.astype(float))  # noqa: E712 (None is not True)
+    at_l = d[judged & (d.eval_len == d.train_len)]
+    best = at_l.high.astype(float)
+    ok = (at_l.value.astype(float) >= LEARNED_AT * best).groupby([at_l.run_id, at_l.task]).any()
+    pairs = pd.Series(True, index=pd.MultiIndex.from_frame(d[["run_id", "task"]].drop_duplicates()))
+    judged_pairs = pd.MultiIndex.from_frame(d.loc[judged, ["run_id", "task"]].drop_duplicates())
+    pairs[judged_pairs] = ok.reindex(judged_pairs, fill_value=False).values
+    return pairs
+
+
+def headline_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The overall rows of each task's stored headline metric, a value only where the run is ok:
+    what ``learned`` judges."""
+    d = df[(df.slice == "all") & (df.metric == df.headline)].copy()
+    d.loc[d.status != "ok", "value"] = float("nan")
+    return d
+
+
+def learned_mark(not_learned_count: int, runs: int) -> str:
+    """'' or ' (1 of 5 not learned)': the mark every table puts beside a scheme whose runs include
+    one that did not learn its task at the training length."""
+    return f" ({int(not_learned_count)} of {int(runs)} not learned)" if not_learned_count else ""

@@ -1,0 +1,139 @@
+"""A board says what it holds: its MRR intervals contain their points, a scheme is ranked only
+against schemes over the same tasks, a partial board says "k of N runs" and never silently
+replaces a fuller one, and the terminal's MRR names the runs behind each scheme and those not learned.
+
+Mutation checks: ``mrr_intervals`` in suite/report/tables.py taking ``stats.percentile_interval(b)``
+alone (without ``stats.containing``) makes test_every_shipped_mrr_interval_contains_its_point[state]
+fail; ``stats.containing`` returning (low, high) unchanged makes test_containing_widens_only_to_the_point
+fail; ``ranked`` returning ``present`` makes
+test_a_four_task_run_among_one_task_runs_is_ranked_on_the_shared_task_only fail; ``mrr_display`` in
+suite/report/render.py without its "ranked on" column makes it fail too; ``_distinct_runs`` in
+suite/report/declared.py counting ``len(jobs)`` makes test_windows_declares_its_distinct_runs fail;
+``declared_runs`` without its ``have >= len(jobs)`` shortcut makes
+test_a_whole_board_builds_no_job fail; ``check_replace`` in suite/report/__main__.py without its
+``not args.force`` makes test_a_partial_board_says_k_of_n_and_refuses_a_fuller_one_without_force
+fail, and so does ``markdown`` in render.py without its coverage line; ``console_mrr`` without the
+report's marks makes test_the_terminals_mrr_names_runs_and_not_learned fail."""
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from suite.report import declared, render, stats, tables
+from suite.report.__main__ import main as report_main
+from suite.results import store
+from tests.conftest import fast_or_exhaustive
+from tests.test_report import write_fixture
+
+SHIPPED = sorted(p.name.removesuffix(store.SHIPPED_SUFFIX) for p in __import__("pathlib").Path(store.PUBLISHED).glob("*.jsonl.gz"))
+
+
+@pytest.mark.parametrize("sweep", fast_or_exhaustive(SHIPPED, set(SHIPPED) - {"zoo"}))
+def test_every_shipped_mrr_interval_contains_its_point(sweep):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        df = store.load(store.shipped_path(sweep))
+    rows = tables.primary(df)
+    m = tables.mrr_intervals(tables.board_of(rows), rows)
+    for name in ("mrr_ood", "mrr_all"):
+        assert ((m[f"{name}_low"] <= m[name]) & (m[name] <= m[f"{name}_high"])).all(), m[["scheme", name, f"{name}_low", f"{name}_high"]]
+    if sweep == "state":  # the published 'nope 0.74 [0.51, 0.72]': its replicates fall below the point
+        nope = m.set_index("scheme").loc["nope"]
+        assert (round(nope.mrr_ood, 2), round(nope.mrr_ood_low, 2), round(nope.mrr_ood_high, 2)) == (0.74, 0.51, 0.74)
+
+
+def test_containing_widens_only_to_the_point():
+    low, high = stats.containing([0.74, 0.5, 0.2, math.nan], [0.51, 0.4, 0.3, 0.1], [0.72, 0.6, 0.4, 0.2])
+    assert low[:3].tolist() == [0.51, 0.4, 0.2] and high[:3].tolist() == [0.74, 0.6, 0.4]
+    assert np.isnan(low[3]) and np.isnan(high[3])
+
+
+def _board(cells):
+    return pd.DataFrame([{"scheme": s, "task": t, "eval_len": e, "train_len": 32, "mean": v, "higher_is_better": True}
+                         for s, t, e, v in cells])
+
+
+def _runs(cells):
+    """One run per (scheme, task) scoring each cell's mean: the rows a bootstrap resamples."""
+    return pd.DataFrame([{"scheme": s, "task": t, "run_id": f"{s}-{t}", "eval_len": e, "value": v} for s, t, e, v in cells])
+
+
+def test_a_four_task_run_among_one_task_runs_is_ranked_on_the_shared_task_only():
+    """a and b ran copy only; mix, one run trained on four tasks, scores 0.99 on the three no one
+    else ran. Ranked there it would take MRR (1/2 + 1 + 1 + 1) / 4 = 0.875; it is ranked on copy
+    alone, second at 64: 1/2."""
+    cells = [("a", "copy", 32, 0.9), ("a", "copy", 64, 0.8), ("b", "copy", 32, 0.5), ("b", "copy", 64, 0.4),
+             ("mix", "copy", 32, 0.7), ("mix", "copy", 64, 0.6)]
+    cells += [("mix", task, e, 0.99) for task in ("flipflop", "niah_multivalue", "vt") for e in (32, 64)]
+    m = tables.mrr(_board(cells)).set_index("scheme")
+    assert m.mrr_ood.to_dict() == pytest.approx({"a": 1.0, "mix": 0.5, "b": 1 / 3})
+    assert m.mrr_all.to_dict() == pytest.approx({"a": 1.0, "mix": 0.5, "b": 1 / 3})
+    assert m.cells_ood.to_dict() == {"a": 1, "b": 1, "mix": 1} and m.cells_all.to_dict() == {"a": 2, "b": 2, "mix": 2}
+    assert set(m.ranked_on) == {"copy"}
+    # a scheme ranked on fewer tasks than the others: the table says which
+    two = tables.mrr(_board(cells + [("a", "vt", 32, 0.1), ("a", "vt", 64, 0.1)])).set_index("scheme")
+    assert two.ranked_on.to_dict() == {"a": "copy, vt", "b": "copy", "mix": "copy, vt"}
+    more = cells + [("a", "vt", 32, 0.1), ("a", "vt", 64, 0.1)]
+    shown = render.mrr_display(tables.mrr_intervals(_board(more), _runs(more), reps=2))
+    assert dict(zip(shown.scheme, shown["ranked on"])) == {"a": "copy, vt", "b": "copy", "mix": "copy, vt"}
+
+
+def test_one_task_set_shows_no_ranked_on_column():
+    cells = [("a", "copy", 64, 0.9), ("b", "copy", 64, 0.5)]
+    shown = render.mrr_display(tables.mrr_intervals(_board(cells), _runs(cells), reps=2))
+    assert "ranked on" not in shown
+
+
+def test_windows_declares_its_distinct_runs():
+    """windows crosses 5 archs x 3 windows x 3 seeds (45 jobs); nope, gdn_nope and gla_nope have no
+    window, so each of their three window settings is one run: 2 x 3 x 3 + 3 x 3 = 27."""
+    assert declared.declared_runs("windows") == 27
+    assert declared.declared_runs("no_such_sweep") is None
+
+
+def test_a_whole_board_builds_no_job(monkeypatch):
+    def refuse(jobs):
+        raise AssertionError("a board with every job's run needs no build")
+
+    monkeypatch.setattr(declared, "_distinct_runs", refuse)
+    assert declared.declared_runs("default", have=36) == 36 and declared.coverage("default", 36, 36) is None
+
+
+def _partial(tmp_path):
+    """The four runs of the report fixture, as results/default: 4 of the 36 runs default declares."""
+    write_fixture(tmp_path)
+    (tmp_path / "fx").rename(tmp_path / "default")
+    return tmp_path
+
+
+def test_a_partial_board_says_k_of_n_and_refuses_a_fuller_one_without_force(tmp_path, capsys):
+    results, out = _partial(tmp_path), tmp_path / "reports"
+    assert report_main(["default", "--results", str(results), "--out", str(out)]) == 0
+    first = capsys.readouterr().out.splitlines()[1]  # after the line that counts the declared runs
+    assert first.startswith("4 of 36 runs: this board holds part of the sweep conf/sweep/default.yaml declares")
+    md = (out / "default" / "index.md").read_text()
+    assert md.splitlines()[2].startswith("> **4 of 36 runs:") and "4 of 36 runs:" in (out / "default" / "index.html").read_text()
+    full = md.replace("- runs: 4\n", "- runs: 36\n")  # the board already there holds 36 runs
+    (out / "default" / "index.md").write_text(full)
+    assert report_main(["default", "--results", str(results), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert (f"{out / 'default'}/index.md holds a board of 36 runs; this one has 4 of 36 runs. Nothing was written; "
+            "pass --force (make report FORCE=1) to replace it") in err
+    assert (out / "default" / "index.md").read_text() == full
+    assert report_main(["default", "--results", str(results), "--out", str(out), "--force"]) == 0
+    assert (out / "default" / "index.md").read_text() == md
+
+
+def test_the_terminals_mrr_names_runs_and_not_learned(tmp_path, capsys):
+    """The fixture: rope's seed 1 scores 0.8 at L (not learned), alibi and learned one seed each."""
+    results = write_fixture(tmp_path)
+    assert report_main(["fx", "--results", str(results), "--out", str(tmp_path / "reports")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:3] == ["scheme", "MRR", "(OOD)"])
+    assert lines[header].split()[8:11] == ["all", "runs", "overlaps"]
+    rows = {line.split()[0]: line.split() for line in lines[header + 1:header + 4]}
+    assert [rows[s][9] for s in ("rope", "alibi", "learned")] == ["n=2", "n=1", "n=1"]
+    assert rows["rope"][-4:] == ["copy", "1", "of", "2"]  # the report's own mark
+    assert "of" not in rows["alibi"] and "of" not in rows["learned"]  # both learned: no mark

@@ -1,0 +1,80 @@
+"""The top of a board: a verdict sentence and the setup, computed from the data, at the head of
+index.md and index.html.
+
+Mutation checks: in suite/report/verdict.py verdict, sort_values(name, ascending=True) makes
+test_a_board_opens_with_its_verdict_and_setup and test_the_verdict_says_whether_the_first_two_are_separated
+fail; the overlap test written with < instead of <= (touching intervals 'separated') makes
+test_the_verdict_says_whether_the_first_two_are_separated fail; setup reading the seeds of one run
+only (runs.seed.iloc[:1]) makes test_a_board_opens_with_its_verdict_and_setup fail; render.markdown
+without the verdict line makes test_a_board_opens_with_its_verdict_and_setup fail."""
+import pandas as pd
+
+from suite.config.codedigest import spec_digest
+from suite.report import render, verdict
+from suite.results import store
+from tests.conftest import spec_for
+from tests.test_report import _row
+
+# copy at 32 (the training length), 64 and 128: alibi best beyond L, rope second, nope last
+SCORES = {"alibi": (1.0, 0.9, 0.8), "rope": (1.0, 0.5, 0.3), "nope": (1.0, 0.2, 0.1)}
+
+
+def _toy(folder):
+    """A results folder: three schemes x three seeds, one copy model each, 80 steps."""
+    for scheme, values in SCORES.items():
+        for seed in (0, 1, 2):
+            run = f"{scheme}-s{seed}"
+            rows = [_row(run, scheme, seed, "copy", length, value - 0.01 * seed, steps=80)
+                    for length, value in zip((32, 64, 128), values)]
+            spec = spec_for(rows, model={"layers": [{"position": scheme, "span": "full"}]})
+            rows = [{**r, "code_digest": spec_digest(spec)} for r in rows]  # this checkout's code: no warning
+            store.write_run(folder, "toy", run, {"run_id": run, "sweep": "toy", "spec": spec}, rows)
+    return folder / "toy"
+
+
+def test_a_board_opens_with_its_verdict_and_setup(tmp_path):
+    out = render.write(store.load(_toy(tmp_path / "results")), "toy", tmp_path / "report")
+    md = (out / "index.md").read_text().splitlines()
+    # alibi is first in every cell beyond L (rank 1), rope second (1/2): MRR 1 and 0.5, no seed changes it
+    want = ("alibi ranks first by MRR beyond the training length (1.00 [1.00, 1.00]), ahead of rope "
+            "(0.50 [0.50, 0.50]); separated from the second at the 95 % level: yes (the two intervals do not overlap).")
+    setup = ("Setup: model tiny (4 layers, d_model 64, 4 heads); 80 steps; trained at L = 32 tokens; "
+             "evaluated at 32, 64, 128 tokens; seeds 0, 1, 2; 9 runs.")
+    assert md[:5] == ["# PosBench leaderboard: `toy`", "", f"**{want}**", "", setup]  # a stale-code warning comes first
+    page = (out / "index.html").read_text()
+    head = page.split("<h2>")[0]  # before the first section
+    assert f"<p id='verdict'><strong>{want}</strong></p>" in head and f"<p id='setup'>{setup}</p>" in head
+
+
+def _mrr(rows):
+    return pd.DataFrame(rows, columns=["scheme", "mrr_ood", "mrr_ood_low", "mrr_ood_high", "mrr_all", "mrr_all_low",
+                                       "mrr_all_high"])
+
+
+def test_the_verdict_says_whether_the_first_two_are_separated():
+    apart = _mrr([("t5", 0.5, 0.4, 0.6, 0.5, 0.4, 0.6), ("alibi", 0.9, 0.8, 0.95, 0.9, 0.8, 0.95)])
+    assert verdict.verdict(apart).startswith("alibi ranks first by MRR beyond the training length (0.90 [0.80, 0.95]), "
+                                             "ahead of t5 (0.50 [0.40, 0.60]); separated from the second at the "
+                                             "95 % level: yes")
+    touching = _mrr([("alibi", 0.9, 0.6, 0.95, 0.9, 0.6, 0.95), ("t5", 0.5, 0.4, 0.6, 0.5, 0.4, 0.6)])
+    assert "95 % level: no (the two intervals overlap" in verdict.verdict(touching)
+    alike = _mrr([("path", 0.594, 0.58, 0.68, 0.6, 0.5, 0.7), ("kerple", 0.591, 0.54, 0.68, 0.6, 0.5, 0.7)])
+    assert "(0.594 [0.580, 0.680]), ahead of kerple (0.591" in verdict.verdict(alike)  # 0.59 and 0.59 told apart
+    tied = _mrr([("rope", 0.5, 0.4, 0.6, 0.5, 0.4, 0.6), ("nope", 0.5, 0.45, 0.55, 0.5, 0.45, 0.55)])
+    assert verdict.verdict(tied) == ("rope and nope share the first place by MRR beyond the training length (0.50 "
+                                     "[0.40, 0.60] and 0.50 [0.45, 0.55]); separated from each other at the 95 % level: "
+                                     "no (the two intervals overlap: their order may be noise).")
+    no_ood = _mrr([("rope", float("nan"),) * 1 + (float("nan"),) * 2 + (0.75, 0.7, 0.8)])
+    assert verdict.verdict(no_ood) == ("rope is the only scheme ranked by MRR over all cells (0.75 [0.70, 0.80]): "
+                                       "nothing to compare.")
+    assert verdict.verdict(_mrr([])) == "No scheme has a score: nothing is ranked."
+
+
+def test_a_board_where_no_two_schemes_share_a_cell_ranks_nothing():
+    """A scheme is ranked only in cells another scheme is in too, so a board of one scheme (or of
+    schemes on disjoint tasks) has an MRR table with no value: the verdict says so.
+
+    Mutation check: dropping the ``ranked.empty`` branch in verdict.verdict makes this fail
+    (IndexError)."""
+    unranked = _mrr([("alibi",) + (float("nan"),) * 6])
+    assert verdict.verdict(unranked) == "No two schemes share a cell: nothing is ranked."
