@@ -1,6 +1,13 @@
 """One run's life once it holds its lock: set up, train (or restore a finished training), save the
 trained model, evaluate, store. Each step is a method that reads top to bottom; ``suite.run``
-calls them in order and W&B is closed whatever happens."""
+calls them in order and W&B is closed whatever happens.
+
+Training to criterion (``train.until_learned``): each task whose headline metric is judged
+(``Metric.judged``: bounded, higher is better) has a line, ``LEARNED_AT`` of the metric's best
+value; the training loop checks it (``suite.evaluation.check``) and trains on past ``steps`` until
+every line is reached or the cap. The run stores, per judged task at the training length, its
+``check_score`` at the last check and its ``steps_to_learn`` (the first check step at or above
+the line; no row when none was), and its record's ``criterion`` holds every check."""
 from __future__ import annotations
 
 import dataclasses
@@ -17,9 +24,13 @@ from suite.training import distributed
 
 from suite.results import numerics, store
 from suite.training.checkpoint import load_trained, save_trained
+from suite.evaluation.check import make_check
 from suite.evaluation.diagnostics import diagnostic_examples, diagnostic_rows
 from suite.evaluation.evaluate import evaluate, marked_metrics
+from suite.evaluation.slices import ALL
 from suite.results.identity import run_columns
+from suite.results.learned import LEARNED_AT
+from suite.results.metrics import metric
 from suite.model.lm import PosBenchLM
 from suite.progress import StepLog, calls_per_line, finished_line, run_label
 from suite.config.spec import RunSpec
@@ -27,6 +38,13 @@ from suite.tracking import Tracker, wandb_config, wandb_dir, wandb_id
 from suite.training.loop import TrainResult, train
 
 log = logging.getLogger("posbench")
+
+
+def learned_lines(tasks) -> dict[str, float]:
+    """Task name -> the score at which a run has learned it (``LEARNED_AT`` of its headline metric's
+    best value), for each task whose headline metric is judged; ``tasks``: (TaskSpec, task) pairs."""
+    return {spec.name: LEARNED_AT * metric(task.primary_metric).high for spec, task in tasks
+            if metric(task.primary_metric).judged}
 
 
 class RunLifecycle:
@@ -57,6 +75,7 @@ class RunLifecycle:
         torch.manual_seed(self.spec.seed)
         self.model = PosBenchLM(self.spec.model)
         self.tasks = [(t, t.build()) for t in self.spec.tasks]
+        self.lines = learned_lines(self.tasks)
         self.work = files.work_dir(self.results_dir, self.spec.sweep, self.rid)
         self.work.mkdir(parents=True, exist_ok=True)
         wanted = self.spec.eval.diagnostics and self.main_rank
@@ -85,9 +104,11 @@ class RunLifecycle:
         plain = not progress and self.main_rank
         log_step = (StepLog(f"{self.rid} ({self.label})", self.spec.train.steps, log.info, self.tracker.log,
                             every=calls_per_line(self.spec.train.steps, log_every)) if plain else self.tracker.log)
+        check = make_check(self.spec, self.tasks, self.lines, self.device)
         result = train(self.model, self.spec, [task for _, task in self.tasks], ckpt_path=self.work / "ckpt.pt",
                        ckpt_every=ckpt_every, log=log_step, log_every=log_every, progress=progress,
-                       on_step=self._during_training, label=self.label)
+                       on_step=self._during_training, label=self.label, check=check,
+                       on_extend=log_step.extend if plain else None)
         self.timing["batches_s"], self.timing["train_s"] = result.batch_s, result.wall_s - result.batch_s
         self.earlier = {"wall_s": result.earlier_s}  # a killed process's training before the checkpoint resumed
         return result, True
@@ -111,7 +132,7 @@ class RunLifecycle:
     def score(self, result: TrainResult) -> list[dict]:
         """The run's result rows: evaluated when training ended ok, else marked diverged."""
         mark = time.perf_counter()
-        rows = self.evaluate() if result.status == "ok" else self.diverged_rows(result)
+        rows = [*self.evaluate(), *self.check_rows(result)] if result.status == "ok" else self.diverged_rows(result)
         self.timing["eval_s"] = time.perf_counter() - mark - self.timing.get("eval_sets_s", 0.0)
         return rows
 
@@ -126,6 +147,30 @@ class RunLifecycle:
             self.tracker.log({f"diag/{r['metric']}/{r['slice']}": r["value"] for r in self.diag_rows
                               if r["metric"] in ("recency_gap", "logit_gap")})
         return rows
+
+    def check_rows(self, result: TrainResult) -> list[dict]:
+        """Training to criterion's rows, per judged task at the training length: ``check_score``, the
+        check set's score at the last check (where training stopped), and ``steps_to_learn``, the
+        first check step whose score reached the task's line (no row when none did)."""
+        if not result.checks:
+            return []
+        base = {"eval_len": self.spec.train.seq_len, "len_ratio": 1.0, "slice": ALL, "n": self.spec.train.check_examples,
+                "status": "ok"}
+        rows = []
+        for name, score in result.checks[-1]["scores"].items():
+            rows.append({**base, "task": name, "metric": "check_score", "value": float(score)})
+            first = next((c["step"] for c in result.checks if c["scores"][name] >= self.lines[name]), None)
+            if first is not None:
+                rows.append({**base, "task": name, "metric": "steps_to_learn", "value": float(first)})
+        return rows
+
+    def criterion(self, result: TrainResult) -> Optional[dict]:
+        """The record's account of training to criterion, or None for a run that made no checks."""
+        if not result.checks:
+            return None
+        t = self.spec.train
+        return {"line": LEARNED_AT, "check_every": t.check_every, "cap_steps": t.cap_steps,
+                "check_examples": t.check_examples, "checks": result.checks, "steps": result.steps_done}
 
     def diverged_rows(self, result: TrainResult) -> list[dict]:
         """A diverged run stays on the leaderboard, marked, with the step it diverged at."""
@@ -149,6 +194,9 @@ class RunLifecycle:
                 "timestamp": stamp, "train_status": result.status, "resumed_from": result.resumed_from,
                 "final_loss": result.final_loss, "history": result.history, "processes": distributed.world_size() if distributed.active() else 1,
                 "numeric": numerics.signature(), "spec": self.spec.to_dict()}
+        criterion = self.criterion(result)
+        if criterion is not None:
+            meta["criterion"] = criterion
         corpora = {t.name: task.text.record() for t, task in self.tasks if hasattr(task, "text")}
         if corpora:  # natural text: the corpus's digest, size and training and held-out documents
             meta["corpora"] = corpora

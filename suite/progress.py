@@ -61,6 +61,10 @@ class StepLog:
         self.every, self._calls = max(1, every), 0
         self._first: Optional[tuple[float, int]] = None
 
+    def extend(self, total_steps: int) -> None:
+        """A run that trains on past its planned steps (training to criterion): the most it may now take."""
+        self.total = total_steps
+
     def eta(self, step: int) -> Optional[float]:
         """Seconds left after ``step`` (0-based) finished, or None before the pace is known."""
         now = self.clock()

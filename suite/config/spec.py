@@ -75,12 +75,29 @@ class TrainSpec:
     precision: str = option("fp32", choices=PRECISIONS)
     compile: bool = option(False, doc="torch.compile the model; needs one training length (min_len: null)")
     fused_optimizer: bool = option(False)
+    until_learned: bool = option(True, doc="train to criterion: check the headline score of each judged task at seq_len "
+                                           "on a check set apart from the eval set; a run below the learned line at "
+                                           "steps trains on, checked every check_every steps, up to cap x steps; "
+                                           "false: exactly steps steps, no checks")
+    check_every: int = option(125, ge=1, doc="with until_learned: a check every this many steps from the start of training")
+    cap: float = option(4.0, ge=1, le=100, doc="with until_learned: a run trains at most round(cap * steps) steps")
+    check_examples: int = option(100, ge=1, le=EXAMPLES_MAX, doc="with until_learned: examples in the check set")
     # a tuple of ``Phase`` once built; the config gives a list of mappings (``Any``: a phase's keys
     # include its scheme's options, which the scheme's Config types)
     schedule: tuple[Any, ...] = option((), doc="earlier phases of training, in order, each {until: the fraction of "
                                                "train.steps it ends at, in (0, 1), position: a scheme, and that "
                                                "scheme's options}; the position group is the last phase (DroPE: "
                                                "[{until: 0.8, position: rope}] with position=drope)")
+
+    @property
+    def cap_steps(self) -> int:
+        """The most steps a run trains to criterion: round(cap * steps)."""
+        return int(round(self.cap * self.steps))
+
+    def is_check_step(self, done: int) -> bool:
+        """Whether training to criterion checks after ``done`` steps: every ``check_every`` steps,
+        at ``steps`` and at the cap."""
+        return done % self.check_every == 0 or done in (self.steps, self.cap_steps)
 
     def switch_steps(self) -> tuple[int, ...]:
         """The first step of each phase after the first, one per ``schedule`` entry."""

@@ -34,6 +34,12 @@ class Metric:
         return 1.0 if self.higher_is_better else -1.0
 
     @property
+    def judged(self) -> bool:
+        """Whether a run can be judged to have learned a task on this metric: its range is bounded
+        and higher is better (a loss or bits per byte has no learned line)."""
+        return self.higher_is_better is True and math.isfinite(self.high)
+
+    @property
     def range_label(self) -> str:
         """The range as ``contains`` reads it: an unbounded end is open, ``[0, inf)``."""
         def end(x):
@@ -53,6 +59,12 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("bits_per_byte_past_train", 0.0, INF, False,
            doc="natural text: bits per byte over the positions at or past the training length only (extrapolation)"),
     Metric("diverged_at_step", 0.0, INF, None, doc="the step at which the loss stopped being finite"),
+    Metric("check_score", 0.0, 1.0, None,
+           doc="training to criterion: the headline score on the check set (apart from the eval set) at the training "
+               "length, at the last check, where training stopped"),
+    Metric("steps_to_learn", 0.0, INF, None,
+           doc="training to criterion: the first check step at which the check score reached the learned line "
+               "(absent when it never did)"),
     Metric("recency_cos", -1.0, 1.0, None, doc="cosine of hidden states against lag"),
     Metric("recency_gap", -2.0, 2.0, None, doc="difference of two recency cosines"),
     Metric("logit_profile", -INF, INF, None, doc="mean attention logit at a distance"),

@@ -29,27 +29,29 @@ def _save(obj, path: Path) -> None:
 
 
 def save_checkpoint(path: Path, model, optimizer, step: int, owner: str, spent: Optional[dict] = None,
-                    history: Optional[list] = None) -> None:
+                    history: Optional[list] = None, checks: Optional[list] = None) -> None:
     """Atomic: write a temporary file, then rename over the old checkpoint. ``owner``: the run's
     spec hash; ``spent``: the training's time up to ``step`` (``wall_s``, ``batch_s``), which a
     process resuming from it adds to its own; ``history``: the logged steps before ``step`` (one
     dict of numbers each, ``TrainResult.history``), which a resumed process continues, so the
-    run's record holds its whole training history."""
+    run's record holds its whole training history; ``checks``: the checks of training to criterion
+    made up to ``step`` (``TrainResult.checks``), which decide where a resumed run stops."""
     tmp = path.with_suffix(".tmp")
     try:
         _save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
                "torch_rng": torch.get_rng_state(), "run": owner, "spent": dict(spent or {}),
-               "history": [dict(h) for h in history or []]}, tmp)
+               "history": [dict(h) for h in history or []],
+               "checks": [{"step": c["step"], "scores": dict(c["scores"])} for c in checks or []]}, tmp)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
 
 
-def load_checkpoint(path: Path, model, optimizer, owner: str, steps: int) -> tuple[int, dict, list]:
-    """(the checkpoint's step, the training's time up to it, its logged history before it), its
-    state restored; ValueError when it belongs to another run or its step is not one this run of
-    ``steps`` steps saves (1 to steps - 1). A checkpoint written before the history was kept
-    gives an empty history."""
+def load_checkpoint(path: Path, model, optimizer, owner: str, steps: int) -> tuple[int, dict, list, list]:
+    """(the checkpoint's step, the training's time up to it, its logged history before it, the
+    checks made up to it), its state restored; ValueError when it belongs to another run or its
+    step is not one this run of at most ``steps`` steps saves (1 to steps - 1). A checkpoint
+    written before the history (or the checks) were kept gives an empty list."""
     state = torch.load(path, map_location="cpu", weights_only=True)
     if state.get("run") != owner:
         raise ValueError(f"it belongs to run {state.get('run')!r}, not {owner!r}")
@@ -61,18 +63,20 @@ def load_checkpoint(path: Path, model, optimizer, owner: str, steps: int) -> tup
     torch.set_rng_state(state["torch_rng"])
     spent = state.get("spent") or {}  # a checkpoint written before the time was kept holds none
     history = [h for h in state.get("history") or [] if isinstance(h, dict) and h.get("step", steps) < step]
-    return int(state["step"]), {k: float(spent.get(k, 0.0)) for k in ("wall_s", "batch_s")}, history
+    checks = [c for c in state.get("checks") or [] if isinstance(c, dict) and c.get("step", steps) <= step]
+    return int(state["step"]), {k: float(spent.get(k, 0.0)) for k in ("wall_s", "batch_s")}, history, checks
 
 
 def resume(path: Optional[Path], model, make_optimizer: Callable[[], torch.optim.Optimizer], owner: str, steps: int):
-    """(optimizer, first step, the training's time before it, the logged history before it): the
-    checkpoint's state when ``path`` holds a readable one of this run (``owner``, a run of
-    ``steps`` steps), else a fresh optimizer at step 0 with an empty history. Any other checkpoint is reported, removed and ignored (the model keeps
+    """(optimizer, first step, the training's time before it, the logged history before it, the
+    checks made up to it): the checkpoint's state when ``path`` holds a readable one of this run
+    (``owner``, a run of at most ``steps`` steps), else a fresh optimizer at step 0 with an empty
+    history and no checks. Any other checkpoint is reported, removed and ignored (the model keeps
     its initial weights)."""
     optimizer = make_optimizer()
     nothing = {"wall_s": 0.0, "batch_s": 0.0}
     if path is None or not path.exists():
-        return optimizer, 0, nothing, []
+        return optimizer, 0, nothing, [], []
     initial = {k: v.clone() for k, v in model.state_dict().items()}  # restored if the checkpoint is bad
     try:
         return (optimizer, *load_checkpoint(path, model, optimizer, owner, steps))
@@ -82,7 +86,7 @@ def resume(path: Optional[Path], model, make_optimizer: Callable[[], torch.optim
                       "training this run from scratch", stacklevel=3)
         path.unlink(missing_ok=True)
         model.load_state_dict(initial)
-        return make_optimizer(), 0, nothing, []
+        return make_optimizer(), 0, nothing, [], []
 
 
 def _sha256(path: Path) -> str:

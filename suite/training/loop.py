@@ -5,7 +5,14 @@ from a checkpoint sees exactly the batches it would have seen, and the same seed
 same metrics on the CPU. A schedule (``train.schedule``) sets the model's phase from the step
 before each one (``TrainSpec.phase_at``), so a resumed run switches where an uninterrupted one
 does; the model holds every phase's parameters and the optimizer their state throughout, and
-training ends in the last phase, the one evaluated. The GPU recipe adds bf16 autocast, ``torch.compile`` and fused AdamW;
+training ends in the last phase, the one evaluated.
+
+Training to criterion (``train.until_learned``, with a ``check`` from the caller: the evaluation
+stage's ``suite.evaluation.check``): a check after every ``check_every`` steps, at ``steps`` and at
+the cap (``TrainSpec.is_check_step``). At and after ``steps`` a passing check ends training; a run
+that has not passed trains on at the final learning rate (``lr_at``) up to ``TrainSpec.cap_steps``.
+The checks are kept in the result and in each checkpoint, so a resumed run makes the same
+decisions and records the same checks as an uninterrupted one. The GPU recipe adds bf16 autocast, ``torch.compile`` and fused AdamW;
 it refuses to start on a machine without CUDA.
 """
 from __future__ import annotations
@@ -42,6 +49,8 @@ class TrainResult:
     # wall_s and batch_s count the whole training: a process resumed from a checkpoint adds the
     # time the checkpoint recorded (``spent``) to its own; earlier_s is that recorded wall time
     earlier_s: float = 0.0
+    # training to criterion: every check made, {"step": steps done, "scores": {task: score}}, in order
+    checks: list = field(default_factory=list)
 
 
 def lr_at(step: int, spec: RunSpec) -> float:
@@ -80,6 +89,7 @@ class _Setup:
     start: int  # first step to run (> 0 when resumed from a checkpoint)
     spent: dict  # the training's time before ``start`` (wall_s, batch_s), from the checkpoint
     history: list  # the logged steps before ``start``, from the checkpoint
+    checks: list  # the checks made before ``start``, from the checkpoint
     step_fn: Callable
     autocast: torch.autocast
     rows: slice  # this process's rows of the global batch (all rows without torchrun)
@@ -87,21 +97,22 @@ class _Setup:
     params: list
 
 
-def _setup(model, spec: RunSpec, ckpt_path: Optional[Path]) -> _Setup:
+def _setup(model, spec: RunSpec, ckpt_path: Optional[Path], total: int) -> _Setup:
     """Model on its device, the optimizer (restored with the model when a checkpoint exists), DDP
     under torchrun, ``torch.compile`` and bf16 autocast as the recipe asks."""
     t = spec.train
     device = resolve_device(spec)
     model.to(device).train()
     rows = distributed.share(t.batch_size)
-    optimizer, start, spent, history = resume(ckpt_path, model, lambda: build_optimizer(model, spec, device), spec.run_id, t.steps)
+    optimizer, start, spent, history, checks = resume(ckpt_path, model, lambda: build_optimizer(model, spec, device),
+                                                      spec.run_id, total)
     if device.type == "cuda":
         torch.set_float32_matmul_precision("high")  # TF32 for what runs outside the bf16 autocast
     ddp = distributed.wrap(model, device)
     if t.compile:
         torch.compiler.reset()  # each run starts with an empty cache: the recompile limit counts per run
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=t.precision == "bf16")
-    return _Setup(device, optimizer, start, spent, history, torch.compile(ddp) if t.compile else ddp, autocast, rows,
+    return _Setup(device, optimizer, start, spent, history, checks, torch.compile(ddp) if t.compile else ddp, autocast, rows,
                   t.batch_size // (rows.stop - rows.start), list(model.parameters()))
 
 
@@ -123,11 +134,23 @@ class _Meter:
     """Progress bar, logged history, tokens seen and batch time of one training run."""
 
     def __init__(self, spec: RunSpec, start: int, spent: dict, history: list, progress: bool,
-                 log: Optional[Callable[[dict, int], None]], label: Optional[str] = None):
+                 log: Optional[Callable[[dict, int], None]], label: Optional[str] = None, total: Optional[int] = None,
+                 planned: Optional[int] = None):
+        """``total``: the most steps the run may train (the cap, training to criterion); ``planned``:
+        the steps the bar shows until the run extends past them (``extend``)."""
         self.t0, self.start, self.log, self.before = time.perf_counter(), start, log, spent
-        self.bar = tqdm(range(start, spec.train.steps), initial=start, total=spec.train.steps, disable=not progress,
+        total = spec.train.steps if total is None else total
+        planned = max(start, spec.train.steps if planned is None else planned)
+        self.steps = range(start, total)
+        self.bar = tqdm(disable=not progress, initial=start, total=planned,
                         desc=f"train {label or f'{spec.model.pattern}/{spec.taskset} seed {spec.seed}'}", leave=False, dynamic_ncols=True)
         self.loss_value, self.history, self.tokens_seen, self.batch_s = float("nan"), list(history), 0, 0.0
+
+    def extend(self, total: int) -> None:
+        """The bar's total, once a run trains past its planned steps."""
+        if self.bar.total != total:
+            self.bar.total = total
+            self.bar.refresh()
 
     def record(self, step: int, out, lr: float) -> None:
         """Log step ``step``: loss, learning rate, gradient norm and tokens per second so far."""
@@ -145,11 +168,11 @@ class _Meter:
         return {"wall_s": time.perf_counter() - self.t0 + self.before["wall_s"],
                 "batch_s": self.batch_s + self.before["batch_s"]}
 
-    def result(self, status: str, steps_done: int, final_loss: float) -> TrainResult:
+    def result(self, status: str, steps_done: int, final_loss: float, checks: list) -> TrainResult:
         self.bar.close()
         spent = self.spent()
         return TrainResult(status, steps_done, final_loss, spent["wall_s"], self.start, self.history, spent["batch_s"],
-                           self.before["wall_s"])
+                           self.before["wall_s"], [dict(c) for c in checks])
 
 
 def _set_lr(optimizer, spec: RunSpec, step: int) -> None:
@@ -169,37 +192,63 @@ def train(
     progress: bool = True,
     on_step: Optional[Callable[[int], None]] = None,
     label: Optional[str] = None,
+    check=None,
+    on_extend: Optional[Callable[[int], None]] = None,
 ) -> TrainResult:
     """Train ``model`` on ``tasks`` for ``spec.train.steps`` steps, resuming from ``ckpt_path`` when a
     checkpoint is there and saving one every ``ckpt_every`` steps; ``log(metrics, step)`` gets every
     ``log_every``-th step and the last; ``on_step(n)`` is called after each of the n steps done;
-    ``label`` names the run on the progress bar (``suite.progress.run_label``)."""
+    ``label`` names the run on the progress bar (``suite.progress.run_label``).
+
+    ``check`` (training to criterion, ``suite.evaluation.check.Check``, or None for exactly ``steps``
+    steps): ``check(model) -> {task: score}`` and ``check.passed(scores)``; training stops at the first
+    passing check at or after ``steps``, else at ``TrainSpec.cap_steps``. ``on_extend(total)`` is
+    called once training goes on past ``steps``, with the most steps it may now take."""
     t = spec.train
-    run = _setup(model, spec, ckpt_path)
-    meter = _Meter(spec, run.start, run.spent, run.history, progress, log, label)
-    for step in meter.bar:
+    total = t.cap_steps if check is not None else t.steps
+    run = _setup(model, spec, ckpt_path, total)
+    checks = list(run.checks)
+    extended = check is not None and run.start >= t.steps
+    meter = _Meter(spec, run.start, run.spent, run.history, progress, log, label, total,
+                   total if extended else t.steps)
+    if extended and on_extend is not None:
+        on_extend(total)
+    for step in meter.steps:
         if t.schedule:
             model.set_phase(t.phase_at(step))
         tokens, mask, scored, seconds = _batch(spec, tasks, step, run)
         meter.batch_s += seconds
         _set_lr(run.optimizer, spec, step)
+        done = step + 1
+        checked = check is not None and t.is_check_step(done)
         logged = step % log_every == 0 or step == t.steps - 1
         out = train_step(run.step_fn, run.optimizer, run.params, tokens, mask, grad_clip=t.grad_clip,
                          denominator=scored / run.n_procs, autocast=run.autocast, reduce=distributed.mean,
-                         check=logged or run.device.type == "cpu")  # no host sync on a GPU between log steps
+                         check=logged or checked or run.device.type == "cpu")  # no host sync on a GPU between log steps
         if out.stopped:
             _last_phase(model, spec)
-            return meter.result("diverged", step, out.loss_value)
+            return meter.result("diverged", step, out.loss_value, checks)
         meter.tokens_seen += tokens.numel() * run.n_procs
-        if logged:
+        meter.bar.update()
+        stop = done == total
+        if checked:
+            scores = check(model)
+            checks.append({"step": done, "scores": scores})
+            stop = stop or (done >= t.steps and check.passed(scores))
+            if done == t.steps and not stop:
+                meter.extend(total)
+                if on_extend is not None:
+                    on_extend(total)
+        if logged or stop:
             meter.record(step, out, run.optimizer.param_groups[0]["lr"])
         if on_step is not None:
-            on_step(step + 1)
-        if ckpt_path is not None and ckpt_every and (step + 1) % ckpt_every == 0 and step + 1 < t.steps \
-                and distributed.is_main():
-            save_checkpoint(ckpt_path, model, run.optimizer, step + 1, spec.run_id, meter.spent(), meter.history)
+            on_step(done)
+        if stop:
+            break
+        if ckpt_path is not None and ckpt_every and done % ckpt_every == 0 and distributed.is_main():
+            save_checkpoint(ckpt_path, model, run.optimizer, done, spec.run_id, meter.spent(), meter.history, checks)
     _last_phase(model, spec)
-    return meter.result("ok", t.steps, meter.loss_value)
+    return meter.result("ok", done if meter.steps else run.start, meter.loss_value, checks)
 
 
 def _last_phase(model, spec: RunSpec) -> None:
