@@ -104,7 +104,7 @@ class RunLifecycle:
         plain = not progress and self.main_rank
         log_step = (StepLog(f"{self.rid} ({self.label})", self.spec.train.steps, log.info, self.tracker.log,
                             every=calls_per_line(self.spec.train.steps, log_every)) if plain else self.tracker.log)
-        check = make_check(self.spec, self.tasks, self.lines, self.device)
+        check = self.check()
         result = train(self.model, self.spec, [task for _, task in self.tasks], ckpt_path=self.work / "ckpt.pt",
                        ckpt_every=ckpt_every, log=log_step, log_every=log_every, progress=progress,
                        on_step=self._during_training, label=self.label, check=check,
@@ -148,20 +148,30 @@ class RunLifecycle:
                               if r["metric"] in ("recency_gap", "logit_gap")})
         return rows
 
+    def check(self):
+        """The run's check of training to criterion (``suite.evaluation.check``), built once; None
+        when it makes none."""
+        if not hasattr(self, "_check"):
+            self._check = make_check(self.spec, self.tasks, self.lines, self.device)
+        return self._check
+
     def check_rows(self, result: TrainResult) -> list[dict]:
         """Training to criterion's rows, per judged task at the training length: ``check_score``, the
         check set's score at the last check (where training stopped), and ``steps_to_learn``, the
-        first check step whose score reached the task's line (no row when none did)."""
+        first check step whose score reached the task's line (no row when none did); each names its
+        check set's hash as its ``eval_set``."""
         if not result.checks:
             return []
+        digests = getattr(self.check(), "digests", {})
         base = {"eval_len": self.spec.train.seq_len, "len_ratio": 1.0, "slice": ALL, "n": self.spec.train.check_examples,
                 "status": "ok"}
         rows = []
         for name, score in result.checks[-1]["scores"].items():
-            rows.append({**base, "task": name, "metric": "check_score", "value": float(score)})
+            named = {**base, "task": name, "eval_set": digests.get(name)}
+            rows.append({**named, "metric": "check_score", "value": float(score)})
             first = next((c["step"] for c in result.checks if c["scores"][name] >= self.lines[name]), None)
             if first is not None:
-                rows.append({**base, "task": name, "metric": "steps_to_learn", "value": float(first)})
+                rows.append({**named, "metric": "steps_to_learn", "value": float(first)})
         return rows
 
     def criterion(self, result: TrainResult) -> Optional[dict]:
@@ -205,5 +215,7 @@ class RunLifecycle:
         self.tracker.log_rows(rows)
         self.tracker.finish()
         status = result.status if result.status == "ok" else f"{result.status} at step {result.steps_done}"
+        if criterion is not None and result.status == "ok":
+            status += f" after {result.steps_done} steps ({len(result.checks)} checks, cap {criterion['cap_steps']})"
         log.info("%s -> %s", finished_line(self.rid, status, meta["wall_s"], rows, self.tasks, self.spec.train.seq_len), path)
         return path

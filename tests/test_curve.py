@@ -21,7 +21,8 @@ from suite.run import execute, run_id
 from tests.conftest import make_spec
 
 TOY = ["train.steps=9", "train.batch_size=4", "train.seq_len=16", "eval.n_examples=4", "eval.batch_size=4",
-       "eval.multiples=[1]", "model.n_layers=2", "model.d_model=32", "logger=none", "sweep_name=toy"]
+       "eval.multiples=[1]", "model.n_layers=2", "model.d_model=32", "logger=none", "sweep_name=toy",
+         "train.until_learned=false"]
 RUNS = [("alibi", 0), ("alibi", 1), ("alibi", 2), ("nope", 0)]
 
 

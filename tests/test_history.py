@@ -19,7 +19,8 @@ from suite.training.loop import train
 from tests.conftest import make_spec
 
 QUICK = ["train.steps=20", "train.batch_size=4", "train.seq_len=16", "eval.n_examples=4", "eval.batch_size=4",
-         "eval.multiples=[1]", "model.n_layers=2", "model.d_model=32", "logger=none", "position=rope"]
+         "eval.multiples=[1]", "model.n_layers=2", "model.d_model=32", "logger=none", "position=rope",
+         "train.until_learned=false"]
 NUMBERS = ("step", "train/loss", "train/lr", "train/grad_norm")
 
 

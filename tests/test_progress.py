@@ -21,7 +21,8 @@ from tests.conftest import make_spec
 
 ROOT = Path(__file__).parent.parent
 QUICK = ["train.steps=12", "train.batch_size=4", "train.seq_len=16", "eval.n_examples=4", "eval.batch_size=4",
-         "eval.multiples=[1,2]", "model.n_layers=2", "model.d_model=32", "logger=none"]
+         "eval.multiples=[1,2]", "model.n_layers=2", "model.d_model=32", "logger=none",
+         "train.until_learned=false"]
 STEP_LINE = re.compile(r"(\S+) \(([^)]*)\) step (\d+)/(\d+) \(\d+%\) loss (\d+\.\d{4}) tok/s ([\d,]+) ETA (\S+)")
 
 

@@ -25,7 +25,7 @@ from tests.conftest import make_spec
 
 ROOT = Path(__file__).parent.parent
 QUICK = ["train.steps=12", "train.batch_size=8", "train.seq_len=16", "eval.n_examples=6", "eval.batch_size=3",
-         "eval.multiples=[1,2]", "model.n_layers=2", "model.d_model=32", "logger=none"]
+         "eval.multiples=[1,2]", "model.n_layers=2", "model.d_model=32", "logger=none", "train.check_examples=6"]
 
 
 def _values(path):
@@ -174,7 +174,11 @@ def test_taskset_run_scores_each_task_with_slices_ranks_and_eval_set_hashes(tmp_
     execute(make_spec(*quick, "train.seq_len=32", "taskset=core", "position=rope"), results_dir=tmp_path, progress=False)
     df = store.load(tmp_path)
     assert sorted(df.task.unique()) == ["copy", "mqar", "niah_single", "vt"]
-    assert df.eval_set.notna().all() and df.groupby(["task", "eval_len"]).eval_set.nunique().max() == 1
+    evals = df[~df.metric.isin(["check_score", "steps_to_learn"])]  # check rows name their check set, apart from it
+    assert df.eval_set.notna().all() and evals.groupby(["task", "eval_len"]).eval_set.nunique().max() == 1
+    checks = df[df.metric == "check_score"]
+    assert sorted(checks.task) == ["copy", "mqar", "niah_single", "vt"] and (checks.n == 6).all()
+    assert not set(checks.eval_set) & set(evals.eval_set)
     niah = df[(df.task == "niah_single") & (df.metric == "exact_match")]
     assert {"all"} < set(niah.slice) and any(s.startswith("depth=") for s in niah.slice)
     vt = df[(df.task == "vt") & (df.slice == "all")]

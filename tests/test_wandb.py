@@ -127,7 +127,7 @@ def test_logger_dir_moves_the_files_and_a_dir_not_named_wandb_is_refused(tmp_pat
 
 def test_a_resumed_run_continues_its_own_wandb_run_from_the_checkpoint_step(tmp_path, monkeypatch):
     runs = _fake_wandb(monkeypatch)
-    spec = make_spec(*QUICK, "train.steps=20", "position=rope", "sweep_name=rs")
+    spec = make_spec(*QUICK, "train.steps=20", "position=rope", "sweep_name=rs", "train.until_learned=false")
     real_train = run_mod.train
 
     class Killed(Exception):

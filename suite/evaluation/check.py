@@ -7,7 +7,8 @@ metric where higher is better) at the training length on its check set. The chec
 ``train.check_examples`` examples drawn like the eval set's (the task's ``eval_generate`` when it
 has one) from a seed stream of their own, ``[eval.seed, length, CHECK_STREAM]`` beside the eval
 set's ``[eval.seed, length]``; an example whose tokens equal an eval-set example's is dropped and
-the next one drawn, so no check example is scored again by the evaluation.
+the next one drawn, so no check example is scored again by the evaluation. A check set is named
+by the hash of its examples (``set_digest``), which the run's check rows carry as their ``eval_set``.
 
 A check changes nothing training depends on: it scores under ``no_grad`` in eval mode, puts the
 model back in train mode and restores torch's random state, so a run with checks has the same
@@ -15,6 +16,8 @@ weights step for step as one without.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Optional
 
 import numpy as np
@@ -49,6 +52,12 @@ def check_set(task, length: int, seed: int, n: int, eval_examples: list[Example]
     return out
 
 
+def set_digest(examples: list[Example]) -> str:
+    """The hash of a set's examples (tokens and answer spans), 16 hex digits."""
+    key = [[[int(t) for t in ex.tokens], [list(s) for s in ex.answer_spans]] for ex in examples]
+    return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
+
+
 class Check:
     """Scores a model's headline metric on each judged task's check set; ``passed`` when every
     task's score reaches its line."""
@@ -62,6 +71,7 @@ class Check:
         for name, task, _ in judged:
             evals = generate(task, self.train_len, spec.eval.seed, spec.eval.n_examples)
             self.sets[name] = (task, check_set(task, self.train_len, spec.eval.seed, spec.train.check_examples, evals))
+        self.digests = {name: set_digest(examples) for name, (_, examples) in self.sets.items()}
 
     def __call__(self, model) -> dict[str, float]:
         """{task: headline score on its check set}; the model is left in train mode and torch's

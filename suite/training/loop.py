@@ -232,7 +232,7 @@ def train(
         meter.bar.update()
         stop = done == total
         if checked:
-            scores = check(model)
+            scores = distributed.agree(check(model))  # rank 0's scores: every process stops at the same step
             checks.append({"step": done, "scores": scores})
             stop = stop or (done >= t.steps and check.passed(scores))
             if done == t.steps and not stop:
