@@ -273,3 +273,31 @@ def test_natural_text_makes_no_checks_and_trains_its_steps(tmp_path):
     assert "criterion" not in payload["run"]
     assert payload["run"]["history"][-1]["step"] == 2
     assert not [r for r in payload["rows"] if r["metric"] in ("check_score", "steps_to_learn")]
+
+
+def test_off_a_terminal_the_progress_lines_count_to_the_new_total_once_a_run_trains_on(tmp_path, monkeypatch, caplog):
+    """The plain progress lines of a run that trains past ``steps`` count to ``steps`` ('step 16/20')
+    until its check there fails, then to the cap ('step 20/80', ..., 'step 80/80').
+
+    Mutation check: ``on_extend=log_step.extend if plain else None`` -> ``on_extend=None`` in
+    ``RunLifecycle.train_or_restore`` (suite/lifecycle.py) makes this fail."""
+    import logging
+    import re
+
+    caplog.set_level(logging.INFO, logger="posbench")
+    _scripted_runs(monkeypatch, lambda k: 0.0)
+    execute(make_spec(*QUICK), results_dir=tmp_path, progress=False, log_every=5)
+    counts = [m.groups() for m in (re.search(r" step (\d+)/(\d+) ", r.getMessage()) for r in caplog.records) if m]
+    assert ("16", "20") in counts and ("20", "80") in counts and counts[-1] == ("80", "80")
+    assert any(f"ok after 80 steps (8 checks, cap 80)" in r.getMessage() for r in caplog.records)
+
+
+def test_the_progress_bar_counts_to_the_cap_once_a_run_trains_on(capsys):
+    """On a terminal the bar shows ``steps`` as its total until the check there fails, then the cap.
+
+    Mutation check: deleting ``meter.extend(total)`` in suite/training/loop.py makes this fail."""
+    spec = make_spec(*QUICK)
+    torch.manual_seed(0)
+    train(PosBenchLM(spec.model), spec, spec.tasks[0].build(), progress=True, log_every=5, check=Scripted(lambda k: 0.0))
+    bar = capsys.readouterr().err
+    assert "/20 " in bar and "80/80 " in bar and "/80 " in bar.split("/20 ")[-1]

@@ -170,6 +170,11 @@ def test_store_skips_foreign_and_truncated_files(tmp_path):
 
 
 def test_taskset_run_scores_each_task_with_slices_ranks_and_eval_set_hashes(tmp_path):
+    """Every row names the set it was scored on: one eval set per task and length, and each task's
+    check rows (training to criterion) their own check set, apart from the eval sets.
+
+    Mutation check: ``"eval_set": digests.get(name)`` -> ``"eval_set": None`` in
+    ``RunLifecycle.check_rows`` (suite/lifecycle.py) makes this fail."""
     quick = [q for q in QUICK if not q.startswith("train.seq_len")]
     execute(make_spec(*quick, "train.seq_len=32", "taskset=core", "position=rope"), results_dir=tmp_path, progress=False)
     df = store.load(tmp_path)
