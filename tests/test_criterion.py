@@ -301,3 +301,18 @@ def test_the_progress_bar_counts_to_the_cap_once_a_run_trains_on(capsys):
     train(PosBenchLM(spec.model), spec, spec.tasks[0].build(), progress=True, log_every=5, check=Scripted(lambda k: 0.0))
     bar = capsys.readouterr().err
     assert "/20 " in bar and "80/80 " in bar and "/80 " in bar.split("/20 ")[-1]
+
+
+def test_the_options_default_to_the_protocol_and_refuse_values_outside_their_rules():
+    """Checks on, every 125 steps, a cap of 4 x steps (7,000 for the CPU recipe's 1,750), 100 check
+    examples; a cap below 1, a check every 0 steps or an empty check set is refused by name.
+
+    Mutation check: ``cap: float = option(4.0, ge=1`` -> ``ge=0`` in suite/config/spec.py makes this fail."""
+    from suite.config.build import SpecError
+
+    t = make_spec().train
+    assert (t.until_learned, t.check_every, t.cap, t.check_examples, t.cap_steps) == (True, 125, 4.0, 100, 7000)
+    assert [t.is_check_step(s) for s in (125, 1750, 1875, 7000, 1751)] == [True, True, True, True, False]
+    for bad in ("train.cap=0.5", "train.check_every=0", "train.check_examples=0"):
+        with pytest.raises(SpecError, match=bad.split("=")[0]):
+            make_spec(bad)

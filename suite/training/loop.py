@@ -5,15 +5,16 @@ from a checkpoint sees exactly the batches it would have seen, and the same seed
 same metrics on the CPU. A schedule (``train.schedule``) sets the model's phase from the step
 before each one (``TrainSpec.phase_at``), so a resumed run switches where an uninterrupted one
 does; the model holds every phase's parameters and the optimizer their state throughout, and
-training ends in the last phase, the one evaluated.
+training ends in the last phase, the one evaluated. The GPU recipe adds bf16 autocast,
+``torch.compile`` and fused AdamW; it refuses to start on a machine without CUDA.
 
 Training to criterion (``train.until_learned``, with a ``check`` from the caller: the evaluation
 stage's ``suite.evaluation.check``): a check after every ``check_every`` steps, at ``steps`` and at
 the cap (``TrainSpec.is_check_step``). At and after ``steps`` a passing check ends training; a run
 that has not passed trains on at the final learning rate (``lr_at``) up to ``TrainSpec.cap_steps``.
 The checks are kept in the result and in each checkpoint, so a resumed run makes the same
-decisions and records the same checks as an uninterrupted one. The GPU recipe adds bf16 autocast, ``torch.compile`` and fused AdamW;
-it refuses to start on a machine without CUDA.
+decisions and records the same checks as an uninterrupted one. Under torchrun every process
+scores the check and rank 0's scores decide, so all processes stop at the same step.
 """
 from __future__ import annotations
 
