@@ -30,7 +30,7 @@ from suite.config.codedigest import spec_digest
 from suite.model.span_kinds import KINDS
 from suite.report import labels, stats
 from suite.evaluation.slices import parse_slice
-from suite.results.learned import LEARNED_AT, learned, learned_mark  # noqa: F401 (the report's names too)
+from suite.results.learned import LEARNED_AT, check_rows, learned, learned_mark  # noqa: F401 (the report's names too)
 from suite.results.store import DECLARED
 from suite.report.choices import EFFECTIVE_AT, TIE_RULES  # declared where a command's --help reads them
 
@@ -88,7 +88,9 @@ def config_key(df: pd.DataFrame) -> pd.Series:
 
 def primary(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
     """Overall rows of each task's headline metric (or of ``metric`` for every task), with
-    ``config`` and ``scheme`` columns; cells that are not ``ok`` keep their status and a NaN value.
+    ``config``, ``scheme`` and ``learned`` columns; cells that are not ``ok`` keep their status and
+    a NaN value. ``learned``: whether the row's run has learned its task (``learned``, judged by the
+    run's check score where ``df`` holds one, else by these rows at the training length).
 
     Rows with a ``source`` (runs placed beside the sweep's, ``python -m suite.report --beside``) form
     cells of their own, labelled 'rope [path]'. A scheme label that covers more than one configuration on one task is split on every task, each
@@ -124,7 +126,7 @@ def primary(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
         suffix[rows.index] = rows.config.map(labels.split_labels(groups, specs, named))
     d["scheme"] = base.where(~split | (suffix == ""), base + " " + suffix)
     d.loc[d.status != "ok", "value"] = float("nan")
-    return d
+    return d.join(learned(d, check_rows(df)).rename("learned"), on=["run_id", "task"])
 
 
 def _cell(g: pd.DataFrame) -> pd.Series:
@@ -174,9 +176,10 @@ def board_of(d: pd.DataFrame) -> pd.DataFrame:
 
 def not_learned(d: pd.DataFrame) -> pd.DataFrame:
     """``scheme, task, not_learned, runs``: how many of each cell row's runs have not learned
-    their task at the training length (``learned``), out of how many."""
-    runs = d.drop_duplicates(["scheme", "task", "run_id"])[["scheme", "task", "run_id"]]
-    runs = runs.join(learned(d).rename("learned"), on=["run_id", "task"])
+    their task (``primary``'s ``learned`` column; ``learned`` of ``d`` for rows without it), out of how many."""
+    runs = d.drop_duplicates(["scheme", "task", "run_id"])
+    if "learned" not in runs:
+        runs = runs.join(learned(d).rename("learned"), on=["run_id", "task"])
     runs = runs.assign(miss=~runs.learned.astype(bool))
     return runs.groupby(["scheme", "task"]).agg(not_learned=("miss", "sum"), runs=("run_id", "size")).reset_index()
 
