@@ -357,6 +357,38 @@ def mrr_intervals(board: pd.DataFrame, rows: pd.DataFrame, tie: str = "min",
                 "cells_ood", "cells_all", "overlaps_next", "ranked_on"]]
 
 
+EVERY_RUN = "_every_run"  # the suffix of the MRR columns computed over every run, learned or not
+
+
+def learned_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """The ``primary`` rows of the run/task pairs that have learned their task (``learned``)."""
+    return rows[rows.learned.astype(bool)] if "learned" in rows else rows
+
+
+def mrr_learned(board: pd.DataFrame, rows: pd.DataFrame, tie: str = "min", reps: int = BOOTSTRAP_REPS,
+                seed: int = BOOTSTRAP_SEED) -> pd.DataFrame:
+    """The headline MRR table: ``mrr_intervals`` over the learned runs only (the rows of every
+    run/task pair that has not learned its task dropped before the board and the MRR are built, so
+    a cell with no learned run is absent), with the same MRRs over every run beside them
+    (``mrr_ood_every_run``, ``mrr_all_every_run``, each with ``_low`` and ``_high``). Every
+    scheme of ``board`` (``board_of(rows)``) has a row; one with no learned run has no learned-runs
+    MRR. Sorted by the learned-runs OOD MRR; where every run has learned, the two agree."""
+    every = mrr_intervals(board, rows, tie, reps, seed)
+    kept = learned_rows(rows)
+    if len(kept) == len(rows):
+        learned_only = every
+    elif kept.empty:
+        learned_only = every[["scheme"]]
+    else:
+        learned_only = mrr_intervals(board_of(kept), kept, tie, reps, seed)
+    named = {f"{m}{end}": f"{m}{EVERY_RUN}{end}" for m in ("mrr_ood", "mrr_all") for end in ("", "_low", "_high")}
+    out = every[["scheme", *named]].rename(columns=named).merge(learned_only, on="scheme", how="left")
+    out = out.reindex(columns=[*every.columns, *named.values()])
+    out[["cells_ood", "cells_all"]] = out[["cells_ood", "cells_all"]].fillna(0).astype(int)
+    out[["overlaps_next", "ranked_on"]] = out[["overlaps_next", "ranked_on"]].fillna("")
+    return _sorted(out)
+
+
 def first_ood(board: pd.DataFrame) -> pd.DataFrame:
     """The board's cells at each task's first eval length beyond training (smallest len_ratio > 1)."""
     b = board.assign(len_ratio=board.eval_len / board.train_len)
