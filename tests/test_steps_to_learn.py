@@ -9,7 +9,8 @@ test_steps_to_learn_by_hand_over_the_runs_that_learned fail, and so does its ``t
 test_a_report_with_checks_has_the_section_and_one_without_has_none fail, and so does ``save``
 leaving a stale steps_to_learn.csv behind; ``mrr_learned`` in suite/report/tables.py ranking
 ``rows`` instead of the learned ``kept`` rows makes test_the_headline_mrr_ranks_learned_runs_only
-fail, and so does ``render.build`` calling ``mrr_intervals`` instead of ``mrr_learned``;
+fail, and so does ``render.build`` calling ``mrr_intervals`` instead of ``mrr_learned``, or
+``mrr_learned`` sorting without the MRRs over every run (the schemes no learned run ranks by name);
 ``mrr_display`` without its "MRR (OOD), every run" column makes it fail too."""
 import math
 
@@ -84,13 +85,14 @@ def test_shipped_rows_build_no_steps_table():
     assert r["steps"].empty and "Steps to learn" not in render.markdown(r)
 
 
-# copy at 32 (L) and 64 (OOD), every run with checks: b-1 and c-0 have not learned (check below 0.9)
+# copy at 32 (L) and 64 (OOD), every run with checks: b-1, c-0 and d-0 have not learned (check below 0.9)
 MRR_RUNS = [
     ("a-0", "a", 0, "copy", {32: 1.0, 64: 0.5}, 0.95, 125),
     ("a-1", "a", 1, "copy", {32: 1.0, 64: 0.5}, 0.95, 125),
     ("b-0", "b", 0, "copy", {32: 1.0, 64: 0.3}, 0.95, 125),
     ("b-1", "b", 1, "copy", {32: 0.2, 64: 0.9}, 0.30, None),
     ("c-0", "c", 0, "copy", {32: 0.1, 64: 0.95}, 0.10, None),
+    ("d-0", "d", 0, "copy", {32: 0.1, 64: 0.99}, 0.10, None),
 ]
 
 
@@ -98,19 +100,20 @@ def test_the_headline_mrr_ranks_learned_runs_only(tmp_path, criterion_metrics): 
     df = _load(tmp_path, MRR_RUNS)
     r = render.build(df, "cr")
     m = r["mrr"].set_index("scheme")
-    # every run, at 64: c 0.95 (1), b (0.3 + 0.9) / 2 = 0.6 (2), a 0.5 (3)
-    assert m.mrr_ood_every_run.to_dict() == pytest.approx({"a": 1 / 3, "b": 1 / 2, "c": 1})
-    # learned runs: c's only run has not learned (its cells are absent); at 64 a 0.5 (1), b 0.3 (2);
-    # at 32 a and b both 1.0 (tied, rank 1)
-    assert m.mrr_ood.loc[["a", "b"]].tolist() == pytest.approx([1, 1 / 2]) and math.isnan(m.mrr_ood["c"])
+    # every run, at 64: d 0.99 (1), c 0.95 (2), b (0.3 + 0.9) / 2 = 0.6 (3), a 0.5 (4)
+    assert m.mrr_ood_every_run.to_dict() == pytest.approx({"a": 1 / 4, "b": 1 / 3, "c": 1 / 2, "d": 1})
+    # learned runs: c's and d's only runs have not learned (their cells are absent); at 64 a 0.5 (1),
+    # b 0.3 (2); at 32 a and b both 1.0 (tied, rank 1)
+    assert m.mrr_ood.loc[["a", "b"]].tolist() == pytest.approx([1, 1 / 2]) and m.mrr_ood[["c", "d"]].isna().all()
     assert m.mrr_all.loc[["a", "b"]].tolist() == pytest.approx([1, (1 + 1 / 2) / 2])
     assert (m.cells_ood["c"], m.cells_all["c"]) == (0, 0)
-    assert list(r["mrr"].scheme) == ["a", "b", "c"]  # sorted by the learned runs' MRR
+    # sorted by the learned runs' MRR; the schemes without one after, by the MRR over every run
+    assert list(r["mrr"].scheme) == ["a", "b", "d", "c"]
     assert r["verdict"].startswith("a ranks first by MRR beyond the training length")
-    assert "ahead of b" in r["verdict"] and "2 of 5 runs have not learned their task" in r["verdict"]
+    assert "ahead of b" in r["verdict"] and "3 of 6 runs have not learned their task" in r["verdict"]
     shown = render.mrr_display(r["mrr"]).set_index("scheme")
-    assert shown.loc["c", "MRR (OOD)"] == "-" and shown.loc["c", "MRR (OOD), every run"].startswith("1.00 [")
-    assert shown.loc["a", "MRR (OOD), every run"].startswith("0.33 [")
+    assert shown.loc["c", "MRR (OOD)"] == "-" and shown.loc["c", "MRR (OOD), every run"].startswith("0.50 [")
+    assert shown.loc["a", "MRR (OOD), every run"].startswith("0.25 [")
     # the task's table still holds every run, with the mark
     assert "c (1 of 1 not learned)" in tables.pivot(r["board"], "copy").index
 

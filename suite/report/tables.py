@@ -372,7 +372,8 @@ def mrr_learned(board: pd.DataFrame, rows: pd.DataFrame, tie: str = "min", reps:
     a cell with no learned run is absent), with the same MRRs over every run beside them
     (``mrr_ood_every_run``, ``mrr_all_every_run``, each with ``_low`` and ``_high``). Every
     scheme of ``board`` (``board_of(rows)``) has a row; one with no learned run has no learned-runs
-    MRR. Sorted by the learned-runs OOD MRR; where every run has learned, the two agree."""
+    MRR. Sorted by the learned-runs OOD MRR (then all-cells MRR; schemes without one after, by
+    the MRR over every run); where every run has learned, the two agree."""
     every = mrr_intervals(board, rows, tie, reps, seed)
     kept = learned_rows(rows)
     if len(kept) == len(rows):
@@ -386,7 +387,9 @@ def mrr_learned(board: pd.DataFrame, rows: pd.DataFrame, tie: str = "min", reps:
     out = out.reindex(columns=[*every.columns, *named.values()])
     out[["cells_ood", "cells_all"]] = out[["cells_ood", "cells_all"]].fillna(0).astype(int)
     out[["overlaps_next", "ranked_on"]] = out[["overlaps_next", "ranked_on"]].fillna("")
-    return _sorted(out)
+    order = ["mrr_ood", "mrr_all", "mrr_ood_every_run", "mrr_all_every_run"]  # schemes no learned run ranks: by every run's
+    return out.sort_values([*order, "scheme"], ascending=[False] * len(order) + [True],
+                           na_position="last").reset_index(drop=True)
 
 
 def first_ood(board: pd.DataFrame) -> pd.DataFrame:
