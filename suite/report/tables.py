@@ -10,7 +10,9 @@ flag, so a board needs neither the task code nor today's metric declarations.
 * ``mrr`` / ``mrr_intervals``: Mean Reciprocal Rank across (task x eval length) cells, the ranking
   of Kazemnejad et al. 2023 ("The Impact of Positional Encoding on Length Generalization in
   Transformers"), over out-of-distribution cells (their headline) and over all cells, with a
-  percentile bootstrap interval that resamples each cell's seeds.
+  percentile bootstrap interval that resamples each cell's seeds. ``mrr_learned``: the headline
+  MRR table, over the runs that have learned their task (``suite.results.learned``), with the MRR
+  over every run beside it.
 * ``power``: how much the sweep can tell schemes apart: spread at the first length beyond
   training, share of cells where every scheme ties.
 * ``effective_length``: the longest eval length up to which a scheme stays at or above a threshold.
