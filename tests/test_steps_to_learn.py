@@ -11,7 +11,8 @@ leaving a stale steps_to_learn.csv behind; ``mrr_learned`` in suite/report/table
 ``rows`` instead of the learned ``kept`` rows makes test_the_headline_mrr_ranks_learned_runs_only
 fail, and so does ``render.build`` calling ``mrr_intervals`` instead of ``mrr_learned``, or
 ``mrr_learned`` sorting without the MRRs over every run (the schemes no learned run ranks by name);
-``mrr_display`` without its "MRR (OOD), every run" column makes it fail too."""
+``mrr_display`` without its "MRR (OOD), every run" column makes it fail too; ``_verdict`` in render.py
+without its no-learned-run sentence makes test_a_board_whose_runs_never_learned_ranks_nothing_and_says_why fail."""
 import math
 
 import pandas as pd
@@ -126,3 +127,13 @@ def test_where_every_run_has_learned_both_mrrs_agree(tmp_path, criterion_metrics
         for end in ("", "_low", "_high"):
             assert m[name + end].tolist() == m[f"{name}_every_run{end}"].tolist()
     assert "left out" not in r["verdict"]
+
+
+def test_a_board_whose_runs_never_learned_ranks_nothing_and_says_why(tmp_path, criterion_metrics):  # noqa: F811
+    never = [(*run[:5], 0.1, None) for run in MRR_RUNS]
+    r = render.build(_load(tmp_path, never), "cr")
+    assert r["verdict"] == ("No two schemes have learned runs in a cell they share: nothing is ranked over learned "
+                            "runs. The MRR ranks learned runs only: 6 of 6 runs have not learned their task and are "
+                            "left out of it (the MRR over every run stands beside it).")
+    assert r["mrr"].mrr_ood.isna().all() and r["mrr"].mrr_ood_every_run.notna().all()
+    assert list(r["mrr"].scheme) == ["d", "c", "b", "a"]  # by the MRR over every run

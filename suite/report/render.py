@@ -87,7 +87,7 @@ def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = tab
     ref = references.load(sweep)
     return {
         "sweep": sweep, "board": board, "mrr": mrr, "tie": tie, "threshold": threshold, "metric": metric,
-        "verdict": verdict.verdict(mrr) + _left_out(runs), "setup": verdict.setup(df, rows),
+        "verdict": _verdict(mrr, runs), "setup": verdict.setup(df, rows),
         "metrics": tables.headline_metrics(df, metric),
         "tasks": sorted(board.task.unique()), "effective": tables.effective_length(board, threshold),
         "styles": style_map([*board.scheme, *(s for b in splits.values() for s in b.scheme)]),
@@ -106,6 +106,14 @@ def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = tab
         "ref_ours": references.our_scores(ref, board) if ref else None,
         "ref_agreement": references.agreement(ref, board) if ref else None,
     }
+
+
+def _verdict(mrr: pd.DataFrame, runs: pd.DataFrame) -> str:
+    """``verdict.verdict`` of the learned runs' MRR, saying how many runs it leaves out."""
+    left_out = _left_out(runs)
+    if left_out and mrr[["mrr_ood", "mrr_all"]].isna().all().all():
+        return "No two schemes have learned runs in a cell they share: nothing is ranked over learned runs." + left_out
+    return verdict.verdict(mrr) + left_out
 
 
 def _left_out(runs: pd.DataFrame) -> str:
