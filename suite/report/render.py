@@ -181,8 +181,8 @@ def _intro(r: dict) -> str:
             f"{r['threshold']:.2f} ('-': never).")
 
 
-LEARNED_TEXT = (f"A run has learned its task when its headline score at the training length reaches {tables.LEARNED_AT} "
-                f"of the metric's best value: on its check set (drawn apart from the eval set) at the step it stopped, "
+LEARNED_TEXT = (f"A run has learned its task when its headline score at the training length reaches "
+                f"{tables.LEARNED_AT} of the metric's best value: on its check set (drawn apart from the eval set) at the step it stopped, "
                 f"for a run trained to criterion; on the eval set, for a run without checks. A task scored by a "
                 f"metric with no such line (bits per byte) counts as learned.")
 
@@ -399,8 +399,8 @@ def html_page(r: dict, plots: dict[str, Plot]) -> str:
 
 def save(r: dict, out_dir: Path) -> Path:
     """Write a built report ``r`` as index.md, index.html, leaderboard.csv, mrr.csv, power.csv,
-    splits.csv (when a task has evaluation splits), steps_to_learn.csv (when a run made checks) and plots/ (one per task and per split) under
-    ``out_dir``; CSV numbers rounded to 4 decimals."""
+    splits.csv (when a task has evaluation splits), steps_to_learn.csv (when a run made checks) and
+    plots/ (one per task and per split) under ``out_dir``; CSV numbers rounded to 4 decimals."""
     out_dir = Path(out_dir)
     plots = _plots(r)
     files = {}

@@ -389,7 +389,8 @@ def mrr_learned(board: pd.DataFrame, rows: pd.DataFrame, tie: str = "min", reps:
     out = out.reindex(columns=[*every.columns, *named.values()])
     out[["cells_ood", "cells_all"]] = out[["cells_ood", "cells_all"]].fillna(0).astype(int)
     out[["overlaps_next", "ranked_on"]] = out[["overlaps_next", "ranked_on"]].astype(object).fillna("")
-    order = ["mrr_ood", "mrr_all", "mrr_ood_every_run", "mrr_all_every_run"]  # schemes no learned run ranks: by every run's
+    # schemes that no learned run ranks come last, in the order of their MRR over every run
+    order = ["mrr_ood", "mrr_all", "mrr_ood_every_run", "mrr_all_every_run"]
     return out.sort_values([*order, "scheme"], ascending=[False] * len(order) + [True],
                            na_position="last").reset_index(drop=True)
 
