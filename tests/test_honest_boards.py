@@ -132,8 +132,9 @@ def test_the_terminals_mrr_names_runs_and_not_learned(tmp_path, capsys):
     assert report_main(["fx", "--results", str(results), "--out", str(tmp_path / "reports")]) == 0
     lines = capsys.readouterr().out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.split()[:3] == ["scheme", "MRR", "(OOD)"])
-    assert lines[header].split()[8:11] == ["all", "runs", "overlaps"]
+    assert lines[header].split()[5:9] == ["MRR", "(OOD),", "every", "run"]  # the MRR over every run beside
+    assert lines[header].split()[12:15] == ["all", "runs", "overlaps"]
     rows = {line.split()[0]: line.split() for line in lines[header + 1:header + 4]}
-    assert [rows[s][9] for s in ("rope", "alibi", "learned")] == ["n=2", "n=1", "n=1"]
+    assert [rows[s][12] for s in ("rope", "alibi", "learned")] == ["n=2", "n=1", "n=1"]
     assert rows["rope"][-4:] == ["copy", "1", "of", "2"]  # the report's own mark
     assert "of" not in rows["alibi"] and "of" not in rows["learned"]  # both learned: no mark

@@ -12,14 +12,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.report import references, tables, verdict
+from suite.report import references, steps, tables, verdict
 from suite.report.plots import Plot, plot_profiles, plot_recency, plot_summary, plot_task
 from suite.report.styles import style_map
 from suite.files import write_atomic
 
 BOARD_CSV = ["scheme", "task", "eval_len", "metric", "mean", "ci_low", "ci_high", "std", "n_seeds", "status", "not_learned"]
 MRR_CSV = ["scheme", "mrr_ood", "mrr_ood_low", "mrr_ood_high", "mrr_all", "mrr_all_low", "mrr_all_high",
-           "cells_ood", "cells_all"]
+           "cells_ood", "cells_all", "mrr_ood_every_run", "mrr_ood_every_run_low", "mrr_ood_every_run_high",
+           "mrr_all_every_run", "mrr_all_every_run_low", "mrr_all_every_run_high"]
 
 
 def _checkout_code(df: pd.DataFrame) -> str:
@@ -73,18 +74,20 @@ def provenance(df: pd.DataFrame, source: str | None = None) -> dict:
 def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = tables.EFFECTIVE_AT,
           metric: str | None = None, source: str | None = None) -> dict:
     """Every table of the report, each computed once from the headline rows and the board built
-    from them. ``metric``: score every task by this metric instead of the task's own headline metric."""
+    from them. ``metric``: score every task by this metric instead of the task's own headline metric.
+    The board's tables hold every run; the MRR, its verdict and its order are over the learned runs
+    (``tables.mrr_learned``), with the MRR over every run beside it."""
     rows = tables.primary(df, metric)
     board = tables.board_of(rows)
     splits = tables.split_boards(df, metric, rows)
-    mrr = tables.mrr_intervals(board, rows, tie)
+    mrr = tables.mrr_learned(board, rows, tie)
     power = tables.power(board)
     half = tables.first_ood_half_widths(board)
     runs = board.drop_duplicates(["scheme", "task"])
     ref = references.load(sweep)
     return {
         "sweep": sweep, "board": board, "mrr": mrr, "tie": tie, "threshold": threshold, "metric": metric,
-        "verdict": verdict.verdict(mrr), "setup": verdict.setup(df, rows),
+        "verdict": _verdict(mrr, runs), "setup": verdict.setup(df, rows),
         "metrics": tables.headline_metrics(df, metric),
         "tasks": sorted(board.task.unique()), "effective": tables.effective_length(board, threshold),
         "styles": style_map([*board.scheme, *(s for b in splits.values() for s in b.scheme)]),
@@ -92,6 +95,7 @@ def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = tab
         "power": power, "tied_share": tables.tied_share(power),
         "half_median": half.median() if len(half) else float("nan"), "half_max": half.max() if len(half) else float("nan"),
         "not_learned": int(runs.not_learned.sum()), "runs": int(runs.runs.sum()),
+        "steps": steps.steps_table(df, rows),
         "mrr_marks": _mrr_marks(board),
         "breakdowns": {c: tables.breakdown(rows, c) for c in tables.varied(df)},
         "splits": splits,
@@ -102,6 +106,24 @@ def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = tab
         "ref_ours": references.our_scores(ref, board) if ref else None,
         "ref_agreement": references.agreement(ref, board) if ref else None,
     }
+
+
+def _verdict(mrr: pd.DataFrame, runs: pd.DataFrame) -> str:
+    """``verdict.verdict`` of the learned runs' MRR, saying how many runs it leaves out."""
+    left_out = _left_out(runs)
+    if left_out and mrr[["mrr_ood", "mrr_all"]].isna().all().all():
+        return "No two schemes have learned runs in a cell they share: nothing is ranked over learned runs." + left_out
+    return verdict.verdict(mrr) + left_out
+
+
+def _left_out(runs: pd.DataFrame) -> str:
+    """' The MRR ranks learned runs only: 6 of 120 runs have not learned their task ...', or '' when
+    every run has. ``runs``: the board's rows, one per scheme and task."""
+    k, n = int(runs.not_learned.sum()), int(runs.runs.sum())
+    if not k:
+        return ""
+    return (f" The MRR ranks learned runs only: {k} of {n} runs have not learned their task and are left out of it "
+            f"(the MRR over every run stands beside it).")
 
 
 RECENCY_TEXT = ("Mean cosine similarity of hidden states (block outputs) at lag 1 minus at the far lag L "
@@ -159,6 +181,12 @@ def _intro(r: dict) -> str:
             f"{r['threshold']:.2f} ('-': never).")
 
 
+LEARNED_TEXT = (f"A run has learned its task when its headline score at the training length reaches "
+                f"{tables.LEARNED_AT} of the metric's best value: on its check set (drawn apart from the eval set) at the step it stopped, "
+                f"for a run trained to criterion; on the eval set, for a run without checks. A task scored by a "
+                f"metric with no such line (bits per byte) counts as learned.")
+
+
 def _mrr_text(r: dict) -> str:
     return (f"Mean Reciprocal Rank (Kazemnejad et al. 2023) over (task × eval length) cells: in each cell "
             f"schemes are ranked by their mean score over seeds; {TIE_TEXT[r['tie']]}; an empty cell ranks "
@@ -168,12 +196,16 @@ def _mrr_text(r: dict) -> str:
             f"recomputing cell means, ranks and MRR; the point is the MRR of the cell means shown, and an interval "
             f"whose replicates all fall to one side of it is widened to contain it (an MRR near 1 can only lose "
             f"ranks under resampling). A scheme is ranked only in cells another scheme is in too, so no scheme "
-            f"gains rank 1 on a task it alone was run on. A run that did not learn its task (headline score below "
-            f"{tables.LEARNED_AT} at the training length) keeps its scores in its cell and in the MRR, as every "
-            f"run does; the mark '(k of n not learned)' beside a scheme, in this table and in each task's, says "
-            f"where a cell mixes not having learned with not generalizing. Sorted by OOD MRR; 'overlaps next' says whether a "
-            f"scheme's OOD interval overlaps the next-ranked scheme's: overlapping neighbours are not "
-            f"separated by this sweep, and their order may be noise.")
+            f"gains rank 1 on a task it alone was run on. {LEARNED_TEXT} 'MRR (OOD)' and 'MRR (all)' are over the "
+            f"learned runs only: the rows of each run and task it has not learned are left out before the cells and "
+            f"ranks are built, so a ranking beyond the training length neither rewards a seed for failing to train "
+            f"nor ranks chance-level runs, and a cell with no learned run is absent; 'MRR (OOD), every run' is the "
+            f"OOD MRR over every run, learned or not, with its interval (equal to 'MRR (OOD)' where every run has "
+            f"learned; mrr.csv holds both MRRs over every run, columns ending _every_run). The tables of each task "
+            f"hold every run; the mark '(k of n not learned)' beside a scheme, in this table and in each task's, says "
+            f"where a cell mixes not having learned with not generalizing. Sorted by the learned runs' OOD MRR; "
+            f"'overlaps next' says whether a scheme's OOD interval overlaps the next-ranked scheme's: overlapping "
+            f"neighbours are not separated by this sweep, and their order may be noise.")
 
 
 def _power_text(r: dict) -> str:
@@ -185,7 +217,8 @@ def _power_text(r: dict) -> str:
             f"across all schemes. Half-width: half the width of a cell's 95 % interval at the first eval length "
             f"beyond training; over every such cell, the median is {_fmt_or_none(r['half_median'])} and the "
             f"largest {_fmt_or_none(r['half_max'])}. Not learned: runs whose headline score at the training "
-            f"length stays below {tables.LEARNED_AT} ({r['not_learned']} of {r['runs']} runs).")
+            f"length stays below {tables.LEARNED_AT} (on the check set for a run trained to criterion; "
+            f"{r['not_learned']} of {r['runs']} runs).")
 
 
 def _fmt_or_none(x) -> str:
@@ -228,8 +261,10 @@ def mrr_display(m: pd.DataFrame, marks: dict[str, str] | None = None) -> pd.Data
         return [f"{a:.2f} [{lo:.2f}, {hi:.2f}]" if pd.notna(a) else tables.EMPTY
                 for a, lo, hi in zip(m[name], m[f"{name}_low"], m[f"{name}_high"])]
 
-    out = pd.DataFrame({"scheme": m.scheme, "MRR (OOD)": cell("mrr_ood"), "MRR (all)": cell("mrr_all"),
-                        "cells OOD": m.cells_ood, "cells all": m.cells_all, "overlaps next": m.overlaps_next})
+    out = pd.DataFrame({"scheme": m.scheme, "MRR (OOD)": cell("mrr_ood"), "MRR (all)": cell("mrr_all")})
+    if "mrr_ood_every_run" in m:
+        out["MRR (OOD), every run"] = cell("mrr_ood_every_run")
+    out = out.assign(**{"cells OOD": m.cells_ood, "cells all": m.cells_all, "overlaps next": m.overlaps_next})
     if marks is not None:
         out["not learned"] = [marks.get(s, "") for s in m.scheme]
     if "ranked_on" in m and m.ranked_on.nunique() > 1:  # schemes ranked on different tasks say which
@@ -277,6 +312,8 @@ def markdown(r: dict) -> str:
             out += [f"### {task}, split {split}", ""] + ([SPLIT_TEXT, ""] if i == 0 else [])
             out += [_md(tables.pivot(board, task)), "",
                     f"![{task}, split {split}](plots/{split_plot(task, split)}.png)", ""]
+    if len(r["steps"]):
+        out += ["## Steps to learn", "", steps.text(), "", steps.display(r["steps"]).to_markdown(index=False), ""]
     out += ["## Power", "", _power_text(r), "", r["power"].to_markdown(index=False, floatfmt=".2f"), ""]
     if r["reference"]:
         texts = _ref_texts(r)
@@ -331,6 +368,9 @@ def html_page(r: dict, plots: dict[str, Plot]) -> str:
             parts += [f"<h3>{esc(task)}, split {esc(split)}</h3>"] + ([f"<p>{esc(SPLIT_TEXT)}</p>"] if i == 0 else [])
             parts += [_table_html(tables.pivot(board, task)),
                       _img(f"{task}, split {split}", plots[split_plot(task, split)])]
+    if len(r["steps"]):
+        parts += ["<h2>Steps to learn</h2>", f"<p>{esc(steps.text())}</p>",
+                  _table_html(steps.display(r["steps"]), index=False).replace("<table", '<table id="steps"', 1)]
     parts += ["<h2>Power</h2>", f"<p>{esc(_power_text(r))}</p>",
               _table_html(r["power"], index=False, floatfmt="{:.2f}")]
     if r["reference"]:
@@ -359,8 +399,8 @@ def html_page(r: dict, plots: dict[str, Plot]) -> str:
 
 def save(r: dict, out_dir: Path) -> Path:
     """Write a built report ``r`` as index.md, index.html, leaderboard.csv, mrr.csv, power.csv,
-    splits.csv (when a task has evaluation splits) and plots/ (one per task and per split) under
-    ``out_dir``; CSV numbers rounded to 4 decimals."""
+    splits.csv (when a task has evaluation splits), steps_to_learn.csv (when a run made checks) and
+    plots/ (one per task and per split) under ``out_dir``; CSV numbers rounded to 4 decimals."""
     out_dir = Path(out_dir)
     plots = _plots(r)
     files = {}
@@ -370,6 +410,8 @@ def save(r: dict, out_dir: Path) -> Path:
     files["leaderboard.csv"] = board.round(4).to_csv(index=False)
     files["mrr.csv"] = r["mrr"][MRR_CSV].round(4).to_csv(index=False)
     files["power.csv"] = r["power"].round(4).to_csv(index=False)
+    if len(r["steps"]):
+        files["steps_to_learn.csv"] = r["steps"][steps.COLUMNS].round(4).to_csv(index=False)
     if r["splits"]:
         splits = pd.concat([b.rename(columns={"n": "n_seeds"})[BOARD_CSV].assign(split=split)
                             for (_, split), b in r["splits"].items()])
@@ -380,6 +422,8 @@ def save(r: dict, out_dir: Path) -> Path:
         write_atomic(out_dir / name, data)
     if not r["splits"] and (out_dir / "splits.csv").exists():  # nor a split table of a sweep without splits
         (out_dir / "splits.csv").unlink()
+    if not len(r["steps"]) and (out_dir / "steps_to_learn.csv").exists():  # nor steps of a board without checks
+        (out_dir / "steps_to_learn.csv").unlink()
     for old in [*(out_dir / "plots").glob("*.png"), *(out_dir / "plots").glob("*.styles.json")]:
         # a plot of a task the sweep no longer has must not linger
         if f"plots/{old.name}" not in files:

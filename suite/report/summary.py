@@ -2,8 +2,9 @@
 the terminal, the cells of ``leaderboard.csv``: one row per configuration (``config_hash``),
 labelled as the report labels it, task and eval length, on each task's headline metric, with the
 mean over seeds and its 95 % interval ('5.71 (n=1)' for a cell without one), the number of runs
-behind it (n=5) and how many of them have not learned the task at the training length (the mark
-the report's tables carry). ``--csv`` / ``--json`` write the same table machine-readably to stdout
+behind it (n=5) and how many of them have not learned the task (the mark the report's tables
+carry: a run trained to criterion by its check score, any other by its score at the training length,
+``suite.results.learned``). ``--csv`` / ``--json`` write the same table machine-readably to stdout
 (the columns of ``leaderboard.csv`` and ``runs``; JSON: one object per cell, null for no number).
 Exits 1 when there is nothing to show, 2 on a folder or ``--metric`` that cannot be one
 (``suite.results.store.read_source``, ``suite.report.choices``)."""
@@ -71,7 +72,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report.summ
         write_machine(table, args.form)
         return 0
     print(f"{df.run_id.nunique()} runs in {args.folder}, {table.scheme.nunique()} configurations; mean over seeds "
-          "with its 95 % interval, n: seeds with a value, not learned: runs below the line at the training length:")
+          "with its 95 % interval, n: seeds with a value, not learned: runs below the line at the training length "
+          "(on their check set, for runs trained to criterion):")
     print(terminal_table(table).to_string(index=False))
     return 0
 

@@ -10,7 +10,9 @@ flag, so a board needs neither the task code nor today's metric declarations.
 * ``mrr`` / ``mrr_intervals``: Mean Reciprocal Rank across (task x eval length) cells, the ranking
   of Kazemnejad et al. 2023 ("The Impact of Positional Encoding on Length Generalization in
   Transformers"), over out-of-distribution cells (their headline) and over all cells, with a
-  percentile bootstrap interval that resamples each cell's seeds.
+  percentile bootstrap interval that resamples each cell's seeds. ``mrr_learned``: the headline
+  MRR table, over the runs that have learned their task (``suite.results.learned``), with the MRR
+  over every run beside it.
 * ``power``: how much the sweep can tell schemes apart: spread at the first length beyond
   training, share of cells where every scheme ties.
 * ``effective_length``: the longest eval length up to which a scheme stays at or above a threshold.
@@ -30,7 +32,7 @@ from suite.config.codedigest import spec_digest
 from suite.model.span_kinds import KINDS
 from suite.report import labels, stats
 from suite.evaluation.slices import parse_slice
-from suite.results.learned import LEARNED_AT, learned, learned_mark  # noqa: F401 (the report's names too)
+from suite.results.learned import LEARNED_AT, check_rows, learned, learned_mark  # noqa: F401 (the report's names too)
 from suite.results.store import DECLARED
 from suite.report.choices import EFFECTIVE_AT, TIE_RULES  # declared where a command's --help reads them
 
@@ -88,7 +90,9 @@ def config_key(df: pd.DataFrame) -> pd.Series:
 
 def primary(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
     """Overall rows of each task's headline metric (or of ``metric`` for every task), with
-    ``config`` and ``scheme`` columns; cells that are not ``ok`` keep their status and a NaN value.
+    ``config``, ``scheme`` and ``learned`` columns; cells that are not ``ok`` keep their status and
+    a NaN value. ``learned``: whether the row's run has learned its task (``learned``, judged by the
+    run's check score where ``df`` holds one, else by these rows at the training length).
 
     Rows with a ``source`` (runs placed beside the sweep's, ``python -m suite.report --beside``) form
     cells of their own, labelled 'rope [path]'. A scheme label that covers more than one configuration on one task is split on every task, each
@@ -124,7 +128,7 @@ def primary(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
         suffix[rows.index] = rows.config.map(labels.split_labels(groups, specs, named))
     d["scheme"] = base.where(~split | (suffix == ""), base + " " + suffix)
     d.loc[d.status != "ok", "value"] = float("nan")
-    return d
+    return d.join(learned(d, check_rows(df)).rename("learned"), on=["run_id", "task"])
 
 
 def _cell(g: pd.DataFrame) -> pd.Series:
@@ -174,9 +178,10 @@ def board_of(d: pd.DataFrame) -> pd.DataFrame:
 
 def not_learned(d: pd.DataFrame) -> pd.DataFrame:
     """``scheme, task, not_learned, runs``: how many of each cell row's runs have not learned
-    their task at the training length (``learned``), out of how many."""
-    runs = d.drop_duplicates(["scheme", "task", "run_id"])[["scheme", "task", "run_id"]]
-    runs = runs.join(learned(d).rename("learned"), on=["run_id", "task"])
+    their task (``primary``'s ``learned`` column; ``learned`` of ``d`` for rows without it), out of how many."""
+    runs = d.drop_duplicates(["scheme", "task", "run_id"])
+    if "learned" not in runs:
+        runs = runs.join(learned(d).rename("learned"), on=["run_id", "task"])
     runs = runs.assign(miss=~runs.learned.astype(bool))
     return runs.groupby(["scheme", "task"]).agg(not_learned=("miss", "sum"), runs=("run_id", "size")).reset_index()
 
@@ -352,6 +357,42 @@ def mrr_intervals(board: pd.DataFrame, rows: pd.DataFrame, tie: str = "min",
                             else "" for i in range(len(out))]
     return out[["scheme", "mrr_ood", "mrr_ood_low", "mrr_ood_high", "mrr_all", "mrr_all_low", "mrr_all_high",
                 "cells_ood", "cells_all", "overlaps_next", "ranked_on"]]
+
+
+EVERY_RUN = "_every_run"  # the suffix of the MRR columns computed over every run, learned or not
+
+
+def learned_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """The ``primary`` rows of the run/task pairs that have learned their task (``learned``)."""
+    return rows[rows.learned.astype(bool)] if "learned" in rows else rows
+
+
+def mrr_learned(board: pd.DataFrame, rows: pd.DataFrame, tie: str = "min", reps: int = BOOTSTRAP_REPS,
+                seed: int = BOOTSTRAP_SEED) -> pd.DataFrame:
+    """The headline MRR table: ``mrr_intervals`` over the learned runs only (the rows of every
+    run/task pair that has not learned its task dropped before the board and the MRR are built, so
+    a cell with no learned run is absent), with the same MRRs over every run beside them
+    (``mrr_ood_every_run``, ``mrr_all_every_run``, each with ``_low`` and ``_high``). Every
+    scheme of ``board`` (``board_of(rows)``) has a row; one with no learned run has no learned-runs
+    MRR. Sorted by the learned-runs OOD MRR (then all-cells MRR; schemes without one after, by
+    the MRR over every run); where every run has learned, the two agree."""
+    every = mrr_intervals(board, rows, tie, reps, seed)
+    kept = learned_rows(rows)
+    if len(kept) == len(rows):
+        learned_only = every
+    elif kept.empty:
+        learned_only = every[["scheme"]]
+    else:
+        learned_only = mrr_intervals(board_of(kept), kept, tie, reps, seed)
+    named = {f"{m}{end}": f"{m}{EVERY_RUN}{end}" for m in ("mrr_ood", "mrr_all") for end in ("", "_low", "_high")}
+    out = every[["scheme", *named]].rename(columns=named).merge(learned_only, on="scheme", how="left")
+    out = out.reindex(columns=[*every.columns, *named.values()])
+    out[["cells_ood", "cells_all"]] = out[["cells_ood", "cells_all"]].fillna(0).astype(int)
+    out[["overlaps_next", "ranked_on"]] = out[["overlaps_next", "ranked_on"]].astype(object).fillna("")
+    # schemes that no learned run ranks come last, in the order of their MRR over every run
+    order = ["mrr_ood", "mrr_all", "mrr_ood_every_run", "mrr_all_every_run"]
+    return out.sort_values([*order, "scheme"], ascending=[False] * len(order) + [True],
+                           na_position="last").reset_index(drop=True)
 
 
 def first_ood(board: pd.DataFrame) -> pd.DataFrame:

@@ -1,10 +1,14 @@
 """Whether a stored run has learned its task: the one judgement every board marks.
 
-A run has learned a task when its headline score at the training length reaches ``LEARNED_AT``
-of the metric's best value. Only metrics in a bounded range where higher is better are judged
-(a loss or bits per byte has no "learned" line); a run on such a metric counts as learned.
-It reads stored rows only (each row's metric declaration), so the store's own table
-(``python -m suite.results.store``) and the report (``suite.report.tables``) mark the same runs.
+A run trained to criterion stores, per judged task, a ``check_score`` row: its headline score on a
+check set drawn apart from the eval set, at the training length, at the step training stopped.
+Such a run has learned the task when that score reaches ``LEARNED_AT`` of the metric's best value.
+A run without one (rows shipped before the protocol, fixed-budget runs) keeps the older rule: its
+headline score on the eval set at the training length reaches the line. Only metrics in a bounded
+range where higher is better are judged (a loss or bits per byte has no "learned" line); a run on
+such a metric counts as learned. It reads stored rows only (each row's metric declaration), so
+the store's own table (``python -m suite.results.store``) and the report (``suite.report.tables``)
+mark the same runs.
 """
 from __future__ import annotations
 
@@ -12,14 +16,18 @@ import numpy as np
 import pandas as pd
 
 LEARNED_AT = 0.9  # a run has learned its task when its headline score at the training length reaches this
+CHECK_METRIC = "check_score"  # the check set's headline score at the last check (a run trained to criterion)
+STEPS_METRIC = "steps_to_learn"  # the first check step whose score reached the line (absent: never)
 
 
-def learned(d: pd.DataFrame) -> pd.Series:
-    """Per run and task (index run_id, task) of headline rows (one metric per task, slice 'all'):
-    whether the run's score on the task at the training length reaches ``LEARNED_AT`` of its
-    metric's best value (a run without a score there has not learned). A run trained on a
-    mixture is judged on each of its tasks. Only metrics in a bounded range where higher is
-    better are judged; other runs count as learned."""
+def learned(d: pd.DataFrame, checks: pd.DataFrame | None = None) -> pd.Series:
+    """Per run and task (index run_id, task) of headline rows ``d`` (one metric per task, slice
+    'all'): whether the run has learned the task. A pair with a row in ``checks``
+    (``check_rows``) has learned it when its check score reaches ``LEARNED_AT`` of the check
+    metric's stored best value; any other pair when its score at the training length in ``d``
+    does (a run without a score there has not learned). A run trained on a mixture is judged on
+    each of its tasks. Only metrics in a bounded range where higher is better are judged; other
+    runs count as learned."""
     judged = (d.higher_is_better == True) & np.isfinite(d.high.astype(float))  # noqa: E712 (None is not True)
     at_l = d[judged & (d.eval_len == d.train_len)]
     best = at_l.high.astype(float)
@@ -27,7 +35,19 @@ def learned(d: pd.DataFrame) -> pd.Series:
     pairs = pd.Series(True, index=pd.MultiIndex.from_frame(d[["run_id", "task"]].drop_duplicates()))
     judged_pairs = pd.MultiIndex.from_frame(d.loc[judged, ["run_id", "task"]].drop_duplicates())
     pairs[judged_pairs] = ok.reindex(judged_pairs, fill_value=False).values
+    if checks is not None and len(checks):
+        passed = (checks.value.astype(float) >= LEARNED_AT * checks.high.astype(float))
+        passed = passed.groupby([checks.run_id, checks.task]).all()
+        on = passed.index.intersection(pairs.index)
+        pairs[on] = passed[on].values
     return pairs
+
+
+def check_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The ``check_score`` rows of runs trained to criterion (overall, with a value, in runs that
+    are ok): what ``learned`` judges a run by where it has one."""
+    d = df[(df.metric == CHECK_METRIC) & (df.slice == "all") & (df.status == "ok")]
+    return d[d.value.astype(float).notna()]
 
 
 def headline_rows(df: pd.DataFrame) -> pd.DataFrame:

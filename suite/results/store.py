@@ -497,9 +497,9 @@ def summary(df: pd.DataFrame, metric: str = "exact_match") -> pd.DataFrame:
     x eval length, NaN where not ok, so full attention and a window of 16 are never one row (and
     where these still leave two configurations in one row, by ``config_hash`` too); then
     ``runs`` (how many runs each row averages) and ``not learned`` (how many of them have not
-    learned the task, ``suite.results.learned``: their headline below the line at the training
-    length)."""
-    from suite.results.learned import headline_rows, learned
+    learned the task, ``suite.results.learned``: their check score, else their headline at the
+    training length, below the line)."""
+    from suite.results.learned import check_rows, headline_rows, learned
 
     sized = df.assign(**{k: df[k].map(lambda v: NO_SIZE if v is None or pd.isna(v) else str(int(v))) for k in KINDS})
     d = sized[(sized.metric == metric) & (sized.slice == "all")].copy()
@@ -511,7 +511,7 @@ def summary(df: pd.DataFrame, metric: str = "exact_match") -> pd.DataFrame:
     table = table.sort_index(key=lambda level: level.map(_size_order) if level.name in KINDS else level)
     table.columns = [int(c) for c in table.columns]
     runs = d.drop_duplicates(["run_id", "task"])[[*index, "run_id"]]
-    runs = runs.join(learned(headline_rows(df)).rename("learned"), on=["run_id", "task"])
+    runs = runs.join(learned(headline_rows(df), check_rows(df)).rename("learned"), on=["run_id", "task"])
     runs["missed"] = runs.learned.eq(False)  # a run with no headline row is not judged
     counts = runs.groupby(index).agg(runs=("run_id", "size"), missed=("missed", "sum")).reindex(table.index)
     table["runs"] = [f"n={n}" for n in counts.runs]
@@ -539,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{', '.join(sorted(set(frame.metric)))})", 1)
     print(f"exact match by eval length, mean over seeds ({frame.run_id.nunique()} runs in {folder}); runs: how "
           f"many runs a row averages; not learned: how many of them score below {LEARNED_AT} of their task's "
-          "headline at the training length:")
+          "headline on their check set (a run trained to criterion), else on the eval set at the training length:")
     print(table.round(3).to_string())
     return 0
 
