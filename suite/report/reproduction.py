@@ -100,11 +100,12 @@ def cell_table(published: pd.DataFrame, reruns: pd.DataFrame, cells: list[str]) 
 
 
 def summary(table: pd.DataFrame) -> str:
-    """One line: how many cells and cell x length comparisons, and the count of each verdict."""
+    """One line: how many cells and cell x length comparisons, the count of each verdict (same,
+    not separated, better, worse, and any other ``difference.verdict`` that occurs) and how many
+    are separated."""
     counts = table.verdict.value_counts()
-    shown = [v for v in ("same", "not separated", *SEPARATED) if v in ("same", "not separated", "better", "worse")
-             or counts.get(v, 0)]
-    shown += [v for v in counts.index if v not in shown]
+    shown = ["same", "not separated", "better", "worse"]
+    shown += [v for v in difference.VERDICTS if v not in shown and counts.get(v, 0)]
     return (f"cells: {table.cell.nunique()}; cell x length comparisons: {len(table)}; "
             + "; ".join(f"{v}: {counts.get(v, 0)}" for v in shown)
             + f"; separated (Welch's 95 % interval of the difference excludes 0): {separated(table)}")
