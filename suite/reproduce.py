@@ -5,7 +5,8 @@ published cells (``suite.report.reproduction``).
 By run (``-k K``, default 3, drawn by ``--seed``; or ``--run RUN_ID``): each headline score of a
 rerun is ``identical`` (the published number bit for bit), ``inside prediction interval`` or
 ``outside prediction interval``: the 95 % prediction interval of ONE new draw from the published
-cell's seeds, mean ± t_{0.975, n-1} · s · √(1 + 1/n) (``suite.report.difference``). On another
+cell's n seeds (the published run's own among them), mean ± t_{0.975, n-1} · s · √(1 + 1/n)
+(``suite.report.difference``). On another
 machine a rerun is another draw (the pins do not make training bit-identical across CPU vendors),
 and the interval of a cell's mean is too narrow for a single run. ``too few seeds``: a one-seed
 cell has no spread to predict from; ``no published score``: the published run has none. Exits 1
@@ -18,7 +19,8 @@ mean is compared with the published mean by Welch's two-sample 95 % interval of 
 0), ``better`` or ``worse`` (it excludes 0; read with the metric's direction). A cell is named
 ``SCHEME/TASK``: the leaderboard's row label of the configuration and the task, e.g. ``rope/copy``
 or ``'alibi swa w=16/copy'``; an unknown name is refused with the list of valid ones. Prints a
-table and a one-line summary; exits 1 when any cell is separated (better or worse), else 0.
+table and a one-line summary; exits 1 when any cell is separated (better or worse) or no rerun
+could be compared, else 0.
 
 The runs come from the sweep's shipped rows (``published/<sweep>.jsonl.gz``,
 ``suite.results.store``); each is rebuilt from its stored spec (``run.spec``), trained with the

@@ -186,6 +186,18 @@ def test_cell_mode_verdicts_follow_welch(runs, tmp_path, fake_rerun, capsys):
     assert "same: 2; not separated: 0; better: 0; worse: 0" in capsys.readouterr().out
 
 
+def test_cell_mode_with_no_rerun_to_compare_exits_1(runs, tmp_path, monkeypatch, capsys):
+    """A cell whose reruns are all held by another process (``rerun`` returns None) has nothing
+    to compare: verdict 'no value', n_rerun 0, exit 1, never a silent 0.
+    Mutation check: ``cells_main`` returning 1 only for separated cells makes this fail."""
+    args = publish(runs, tmp_path, lambda scheme, seed, n: 0.5)
+    monkeypatch.setattr(reproduce, "rerun", lambda payload, results_dir, sweep, outcome=None: None)
+    assert reproduce.main([*args, "--cell", "rope/copy"]) == 1
+    captured = capsys.readouterr()
+    assert "a rerun is being trained by another process now; it is left out" in captured.err
+    assert "same: 0; not separated: 0; better: 0; worse: 0; no value: 2" in captured.out
+
+
 def test_bad_cell_names_and_mixed_modes_are_refused(runs, tmp_path, fake_rerun, capsys):
     """A cell that is not SCHEME/TASK of the sweep is refused (exit 2) with the valid names,
     before any rerun; so are ``--cells 0`` and cells mixed with single runs.
