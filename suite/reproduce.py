@@ -6,9 +6,9 @@ By run (``-k K``, default 3, drawn by ``--seed``; or ``--run RUN_ID``): each hea
 rerun is ``identical`` (the published number bit for bit), ``inside prediction interval`` or
 ``outside prediction interval``: the 95 % prediction interval of ONE new draw from the published
 cell's n seeds (the published run's own among them), mean ± t_{0.975, n-1} · s · √(1 + 1/n)
-(``suite.report.difference``). On another
-machine a rerun is another draw (the pins do not make training bit-identical across CPU vendors),
-and the interval of a cell's mean is too narrow for a single run. ``too few seeds``: a one-seed
+(``suite.report.difference``). On another machine a rerun is another draw (the pins do not make
+training bit-identical across CPU vendors), and the interval of a cell's mean is too narrow for a
+single run. ``too few seeds``: a one-seed
 cell has no spread to predict from; ``no published score``: the published run has none. Exits 1
 when a score lands outside its prediction interval.
 
