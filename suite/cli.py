@@ -10,7 +10,7 @@
     posbench lmeval --run <run> ...   score a run with lm-eval (suite.lmeval)
     posbench compare A B [C ...]      sweeps side by side (suite.report.compare)
     posbench curve <run or folder>    learning curves of a run or of each cell (suite.commands.curve)
-    posbench reproduce <sweep>        rerun published runs here, score by score (suite.reproduce)
+    posbench reproduce <sweep>        rerun published runs or whole cells here, judged statistically (suite.reproduce)
 
 Tab completion of ``run``: ``eval "$(posbench run -sc install=bash)"``.
 """
@@ -32,7 +32,7 @@ COMMANDS = {
     "lmeval": ("suite.lmeval.__main__", "score a stored run or a model with lm-eval"),
     "compare": ("suite.report.compare", "two or more sweeps in one table and one plot"),
     "curve": ("suite.commands.curve", "plot loss and in-distribution score against steps, per run or cell"),
-    "reproduce": ("suite.reproduce", "rerun published runs on this machine and say where each score lands"),
+    "reproduce": ("suite.reproduce", "rerun published runs or cells here: prediction interval, or Welch by cell"),
 }
 COMPLETION = ("-sc", "--shell-completion")
 

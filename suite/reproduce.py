@@ -1,20 +1,41 @@
-"""``python -m suite.reproduce <sweep> [-k 3] [--run RUN_ID ...]``: rerun k runs of a published
-sweep on this machine and say, for each headline score, whether the rerun lands on the published
-number bit for bit, inside the published cell's 95 % interval, or outside it.
+"""``python -m suite.reproduce <sweep> [-k 3 | --run RUN_ID ... | --cells K | --cell SCHEME/TASK ...]``:
+rerun published runs of a sweep on this machine and judge them statistically against the
+published cells (``suite.report.reproduction``).
+
+By run (``-k K``, default 3, drawn by ``--seed``; or ``--run RUN_ID``): each headline score of a
+rerun is ``identical`` (the published number bit for bit), ``inside prediction interval`` or
+``outside prediction interval``: the 95 % prediction interval of ONE new draw from the published
+cell's n seeds (the published run's own among them), mean ± t_{0.975, n-1} · s · √(1 + 1/n)
+(``suite.report.difference``). On another machine a rerun is another draw (the pins do not make
+training bit-identical across CPU vendors), and the interval of a cell's mean is too narrow for a
+single run. ``too few seeds``: a one-seed
+cell has no spread to predict from; ``no published score``: the published run has none. Exits 1
+when a score lands outside its prediction interval.
+
+By cell (``--cells K``, drawn by ``--seed`` from the sweep's cells; or ``--cell SCHEME/TASK``,
+repeatable): every seed of each chosen cell is rerun, then per cell x eval length the reruns'
+mean is compared with the published mean by Welch's two-sample 95 % interval of their difference
+(rerun minus published): ``same`` (every value identical), ``not separated`` (the interval holds
+0), ``better`` or ``worse`` (it excludes 0; read with the metric's direction). A cell is named
+``SCHEME/TASK``: the leaderboard's row label of the configuration and the task, e.g. ``rope/copy``
+or ``'alibi swa w=16/copy'``; an unknown name is refused with the list of valid ones. Prints a
+table and a one-line summary; exits 1 when any cell is separated (better or worse) or no rerun
+could be compared, else 0.
 
 The runs come from the sweep's shipped rows (``published/<sweep>.jsonl.gz``,
 ``suite.results.store``); each is rebuilt from its stored spec (``run.spec``), trained with the
 thread count it was published with, and stored under ``<results>/<sweep>/`` (default
 ``results/reproduce``), so a second call reuses the reruns it already has. The published cell
-is the leaderboard's (``suite.report.tables.leaderboard`` over the shipped rows): the mean over
-seeds with its interval. Floats are expected to be identical only under one numeric signature
-(``suite.results.numerics``); the command prints both. It exits 1 when a score lands outside
-its interval, 2 on bad input.
+is the leaderboard's (``suite.report.tables.primary``: runs identical except for the seed).
+Floats are expected to be identical only under one numeric signature (``suite.results.numerics``);
+the command prints both. Exit 2 on bad input.
 
 ``python -m suite.reproduce --boards PUBLISHED.csv OTHER.csv`` compares two boards of one sweep
-built on two machines (their ``leaderboard.csv``) cell by cell, with the same verdicts. Where it
-writes (``--out``, ``--results``) is checked before any work (``suite.commandline.check_output``),
-and a board that is no ``leaderboard.csv`` is refused by name (``read_board``).
+built on two machines (their ``leaderboard.csv``) cell by cell: the other board's mean against
+the published cell's 95 % interval (``identical``, ``inside interval``, ``outside interval``).
+Where it writes (``--out``, ``--results``) is checked before any work
+(``suite.commandline.check_output``), and a board that is no ``leaderboard.csv`` is refused by
+name (``read_board``).
 """
 from __future__ import annotations
 
@@ -32,7 +53,7 @@ from suite import files
 from suite.commandline import Refused, check_output, command, parser, warnings_on_stderr
 from suite.results import store
 
-VERDICTS = ("identical", "inside interval", "outside interval", "no published score")
+VERDICTS = ("identical", "inside interval", "outside interval", "no published score")  # --boards
 
 
 def choose(run_ids: list[str], k: int, seed: int) -> list[str]:
@@ -41,7 +62,7 @@ def choose(run_ids: list[str], k: int, seed: int) -> list[str]:
 
 
 def verdict(published: float, rerun: float, low: float, high: float) -> str:
-    """Where the rerun's score lands against the published run's score and its cell's interval."""
+    """Where the other board's mean lands against the published mean and its interval (--boards)."""
     if pd.isna(published) or pd.isna(rerun):
         return "no published score" if pd.isna(published) else "outside interval"
     if rerun == published:
@@ -51,24 +72,28 @@ def verdict(published: float, rerun: float, low: float, high: float) -> str:
 
 def compare(published: pd.DataFrame, reruns: pd.DataFrame) -> pd.DataFrame:
     """One row per rerun run x task x eval length of its headline metric: published score, rerun
-    score, the published cell's interval and the verdict."""
-    from suite.report import tables
+    score, the prediction interval of one new draw from the published cell's seeds (``pi_low``,
+    ``pi_high``, clipped to the metric's range; ``n_seeds``) and the verdict
+    (``reproduction.rerun_verdict``)."""
+    from suite.report import reproduction, tables
 
-    board = tables.leaderboard(published)
-    cells = board.set_index(["config", "task", "eval_len"])[["mean", "ci_low", "ci_high"]]
-    pub = tables.primary(published).set_index(["run_id", "task", "eval_len"])
+    pub = tables.primary(published)
+    seeds = pub.groupby(["scheme", "task", "eval_len"]).value.agg(lambda v: [float(x) for x in v if x == x])
+    pub = pub.set_index(["run_id", "task", "eval_len"])
     new = tables.primary(reruns)
     rows = []
     for _, r in new.iterrows():
         key = (r.run_id, r.task, r.eval_len)
         before = pub.value.get(key, float("nan"))
-        config = pub.config.get(key)
-        cell = cells.loc[(config, r.task, r.eval_len)] if (config, r.task, r.eval_len) in cells.index else None
-        low, high = (cell.ci_low, cell.ci_high) if cell is not None else (float("nan"), float("nan"))
+        values = seeds.get((pub.scheme[key], r.task, r.eval_len), []) if key in pub.index else []
+        low, high, _, _ = reproduction.prediction_interval(values, r.value)
+        if not pd.isna(low):
+            low, high = max(low, float(r.low)), min(high, float(r.high))
         rows.append({"run_id": r.run_id, "task": r.task, "eval_len": int(r.eval_len), "metric": r.metric,
-                     "published": before, "rerun": r.value, "cell_low": low, "cell_high": high,
-                     "verdict": verdict(before, r.value, low, high)})
-    return pd.DataFrame(rows).sort_values(["run_id", "task", "eval_len"]).reset_index(drop=True)
+                     "published": before, "rerun": r.value, "n_seeds": len(values), "pi_low": low, "pi_high": high,
+                     "verdict": reproduction.rerun_verdict(before, r.value, values)})
+    columns = ["run_id", "task", "eval_len", "metric", "published", "rerun", "n_seeds", "pi_low", "pi_high", "verdict"]
+    return pd.DataFrame(rows, columns=columns).sort_values(["run_id", "task", "eval_len"]).reset_index(drop=True)
 
 
 BOARD_KEY = ["scheme", "task", "eval_len", "metric"]
@@ -183,22 +208,92 @@ def as_published(reruns: pd.DataFrame, published_id: dict[str, str]) -> pd.DataF
     return kept.assign(run_id=kept.run_id.map(published_id))
 
 
+def rerun_all(found: dict[str, dict], chosen: list[str], results: Path, sweep: str) -> list[Path | None]:
+    """Rerun each of the ``chosen`` published runs (``found``: run id -> shipped payload) in turn,
+    saying which of how many and how each ends; the result file of each (None: another process
+    is training it)."""
+    from suite.progress import SweepProgress, run_label
+    from suite.results.numerics import label
+
+    show_run_log()
+    paths, runs = [], SweepProgress(0, len(chosen), 1)
+    for runs.k, rid in enumerate(chosen, start=1):
+        run = found[rid]["run"]
+        sig = run.get("numeric")
+        print(f"{runs.start_line(run_label(run, str(run.get('spec', {}).get('taskset', '?'))))}\n"
+              f"  {rid} (published on: {label(sig) if isinstance(sig, dict) else 'not recorded'})", flush=True)
+        t0, outcome = time.perf_counter(), {}
+        paths.append(rerun(found[rid], results, sweep, outcome))
+        print(runs.finish(outcome.get("trained", False), time.perf_counter() - t0), flush=True)
+    return paths
+
+
+def rerun_rows(chosen: list[str], paths: list[Path | None]) -> pd.DataFrame:
+    """The stored reruns' rows (``stored_reruns``) under the ids of the published runs they rerun."""
+    with warnings_on_stderr():
+        stored = stored_reruns(paths)
+    rerun_of = {path: rid for rid, path in zip(chosen, paths) if path is not None}
+    return as_published(store.frame(stored), {payload["run"]["run_id"]: rerun_of[path] for path, payload in stored})
+
+
+def choose_cells(prog: str, cells: dict[str, list[str]], named: list[str], k: int | None, seed: int,
+                 source: Path) -> list[str]:
+    """The cells to rerun: those ``named`` (each must be a cell of the sweep, else ``Refused``
+    listing the valid names), else ``k`` drawn by ``seed`` (``choose``)."""
+    unknown = [c for c in named if c not in cells]
+    if unknown:
+        raise Refused(f"{prog}: error: --cell {unknown[0]!r} is not a cell of {source}; a cell is SCHEME/TASK, "
+                      f"valid: {', '.join(cells)}", 2)
+    return list(dict.fromkeys(named)) if named else choose(list(cells), k, seed)
+
+
+def cells_main(prog: str, source: Path, found: dict[str, dict], named: list[str], k: int | None, seed: int,
+               results: Path, sweep: str) -> int:
+    """``--cells K`` / ``--cell SCHEME/TASK``: rerun every seed of the chosen cells, then print
+    ``reproduction.cell_table`` and its summary line; 1 when a comparison is separated."""
+    from suite.report import reproduction, tables
+    from suite.results.numerics import label, signature
+
+    published = store.load(source)
+    cells = reproduction.cell_runs(tables.primary(published))
+    picked = choose_cells(prog, cells, named, k, seed, source)
+    chosen = sorted({rid for cell in picked for rid in cells[cell] if rid in found})
+    print(f"reproducing {len(picked)} of {len(cells)} cells of {source} ({len(chosen)} runs, every seed) on: "
+          f"{label(signature())}\ncells: {', '.join(picked)}")
+    paths = rerun_all(found, chosen, results, sweep)
+    print(f"comparing {len(picked)} rerun cells with the published cells (Welch's 95 % interval of rerun minus "
+          f"published)", flush=True)
+    table = reproduction.cell_table(published, rerun_rows(chosen, paths), picked)
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
+    print(reproduction.summary(table))
+    return 1 if reproduction.separated(table) or not (table.n_rerun > 0).any() else 0
+
+
 @command
 def main(argv: list[str] | None = None, prog: str = "python -m suite.reproduce") -> int:
-    p = parser(prog, __doc__)
+    p = parser(prog, __doc__, whole_doc=True)
     p.add_argument("sweep", nargs="?", help="a published sweep: reads published/<sweep>.jsonl.gz")
     p.add_argument("--boards", nargs=2, type=Path, metavar=("PUBLISHED", "OTHER"),
                    help="compare two leaderboard.csv files of one sweep cell by cell instead (no training)")
     p.add_argument("--out", help="with --boards: also write the comparison to this Markdown file")
-    p.add_argument("-k", type=int, default=3, help="how many runs to rerun, drawn by --seed (default 3)")
-    p.add_argument("--seed", type=int, default=0, help="the draw of the k runs (default 0)")
+    p.add_argument("-k", type=int, default=None, help="how many runs to rerun, drawn by --seed (default 3)")
+    p.add_argument("--seed", type=int, default=0, help="the draw of the k runs or K cells (default 0)")
     p.add_argument("--run", action="append", default=[], metavar="RUN_ID", help="rerun this run (repeatable; replaces -k)")
+    p.add_argument("--cells", type=int, metavar="K",
+                   help="cell mode: rerun every seed of K cells drawn by --seed, and compare each cell's mean with "
+                        "the published mean (Welch)")
+    p.add_argument("--cell", action="append", default=[], metavar="SCHEME/TASK",
+                   help="cell mode: rerun every seed of this cell (repeatable; replaces --cells): the leaderboard's "
+                        "row label and the task, e.g. rope/copy or 'alibi swa w=16/copy'")
     p.add_argument("--published", default=store.PUBLISHED, help="the folder of shipped result files")
     p.add_argument("--results", default="results/reproduce", help="where the reruns are stored")
     args = p.parse_args(argv)
+    cell_mode = args.cells is not None or bool(args.cell)
     if args.out is not None and not args.boards:
         p.exit(2, f"{p.prog}: error: --out is for --boards (a rerun is stored under --results)\n")
     if args.boards:
+        if cell_mode or args.run or args.k is not None:
+            p.exit(2, f"{p.prog}: error: --boards compares two boards; it takes no -k, --run, --cells or --cell\n")
         out = None if args.out is None else check_output(p.prog, "--out", args.out, kind="file")
         missing = [str(b) for b in args.boards if not b.exists()]
         if missing:
@@ -208,8 +303,12 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.reproduce")
         p.exit(2, f"{p.prog}: error: name a published sweep, or give --boards PUBLISHED OTHER\n")
     if (problem := files.sweep_name_problem(args.sweep)) is not None:
         p.exit(2, f"{p.prog}: error: sweep {problem}\n")
-    if args.k < 1:
+    if cell_mode and (args.run or args.k is not None):
+        p.exit(2, f"{p.prog}: error: --cells / --cell rerun whole cells; -k and --run rerun single runs: give one kind\n")
+    if args.k is not None and args.k < 1:
         p.exit(2, f"{p.prog}: error: -k {args.k}: must be at least 1\n")
+    if args.cells is not None and args.cells < 1:
+        p.exit(2, f"{p.prog}: error: --cells {args.cells}: must be at least 1\n")
     check_output(p.prog, "--results", args.results)
     source = store.shipped_path(args.sweep, args.published)
     if not store.is_shipped(source):
@@ -217,37 +316,26 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.reproduce")
         return 1
     with warnings_on_stderr():
         found = {payload["run"]["run_id"]: payload for _, payload in store.payloads(source)}
+    if cell_mode:
+        return cells_main(p.prog, source, found, args.cell, args.cells, args.seed, Path(args.results), args.sweep)
     unknown = [r for r in args.run if r not in found]
     if unknown:
         p.exit(2, f"{p.prog}: error: --run {unknown[0]!r} is not a run of {source} ({len(found)} runs; "
                   f"e.g. {', '.join(sorted(found)[:3])})\n")
-    chosen = args.run or choose(list(found), args.k, args.seed)
+    chosen = args.run or choose(list(found), 3 if args.k is None else args.k, args.seed)
     from suite.results.numerics import label, signature
 
-    from suite.progress import SweepProgress, run_label
-
     print(f"reproducing {len(chosen)} of {len(found)} runs of {source} on: {label(signature())}")
-    show_run_log()
-    paths, runs = [], SweepProgress(0, len(chosen), 1)
-    for runs.k, rid in enumerate(chosen, start=1):
-        run = found[rid]["run"]
-        sig = run.get("numeric")
-        print(f"{runs.start_line(run_label(run, str(run.get('spec', {}).get('taskset', '?'))))}\n"
-              f"  {rid} (published on: {label(sig) if isinstance(sig, dict) else 'not recorded'})", flush=True)
-        t0, outcome = time.perf_counter(), {}
-        paths.append(rerun(found[rid], Path(args.results), args.sweep, outcome))
-        print(runs.finish(outcome.get("trained", False), time.perf_counter() - t0), flush=True)
-    print(f"comparing {len(chosen)} reruns with the published cells of {len(found)} runs", flush=True)
-    published = store.load(source)
-    with warnings_on_stderr():
-        stored = stored_reruns(paths)
-    rerun_of = {path: rid for rid, path in zip(chosen, paths) if path is not None}
-    reruns = as_published(store.frame(stored), {payload["run"]["run_id"]: rerun_of[path] for path, payload in stored})
-    table = compare(published, reruns)
+    paths = rerun_all(found, chosen, Path(args.results), args.sweep)
+    print(f"comparing {len(chosen)} reruns with the published cells of {len(found)} runs "
+          f"(the prediction interval of one new draw from each cell's seeds)", flush=True)
+    table = compare(store.load(source), rerun_rows(chosen, paths))
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
+    from suite.report.reproduction import RERUN_VERDICTS
+
     counts = table.verdict.value_counts()
-    print("; ".join(f"{v}: {counts.get(v, 0)}" for v in VERDICTS))
-    return 1 if counts.get("outside interval", 0) else 0
+    print("; ".join(f"{v}: {counts.get(v, 0)}" for v in RERUN_VERDICTS))
+    return 1 if counts.get("outside prediction interval", 0) else 0
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ def test_a_rerun_on_the_publishing_machine_is_identical(published, tmp_path, cap
     assert reproduce.main([*args, "-k", "1"]) == 0
     out = capsys.readouterr().out
     assert "reproducing 1 of 2 runs" in out and "published on: torch" in out
-    assert "identical: 2; inside interval: 0; outside interval: 0" in out  # copy at 16 and 32 tokens
+    assert "identical: 2; inside prediction interval: 0; outside prediction interval: 0" in out  # copy at 16 and 32 tokens
     # what it is doing: which rerun of how many, its label, and the comparison
     assert re.search(r"^run 1 of 1: alibi full copy seed [01] \| 0 of 1 done, time left known after the first trained run$",
                      out, re.M)
@@ -83,7 +83,7 @@ def test_a_rerun_on_the_publishing_machine_is_identical(published, tmp_path, cap
     (tampered / "t.jsonl.gz").write_bytes(store.encode_shipped(lines))
     assert reproduce.main(["t", "--published", str(tampered), "--results", str(tmp_path), "--run", chosen]) == 1
     out = capsys.readouterr().out
-    assert "outside interval: 2" in out
+    assert "outside prediction interval: 2" in out
     assert "\nrun 1 of 1 already stored | 1 of 1 done (1 already stored)\n" in out  # the rerun is reused, not retrained
 
 
@@ -117,4 +117,4 @@ def test_a_published_run_under_an_older_form_of_its_id_meets_its_rerun(published
     chosen = sorted(older.values())[0]
     assert reproduce.main(["t", "--published", str(shipped_dir), "--results", str(tmp_path / "r"), "--run", chosen]) == 0
     out = capsys.readouterr().out
-    assert "identical: 2; inside interval: 0; outside interval: 0" in out and chosen in out
+    assert "identical: 2; inside prediction interval: 0; outside prediction interval: 0" in out and chosen in out
