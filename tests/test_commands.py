@@ -71,6 +71,21 @@ def test_make_sweep_reports_on_results_sweep_by_default():
     assert report[report.index("--results") + 1] == "results"
 
 
+def test_make_reproduce_reruns_k_runs_or_every_seed_of_cells():
+    """``make reproduce`` passes ``-k K`` (3 by default), and ``CELLS=N`` instead asks for the cell mode.
+    Mutation check: the recipe passing ``-k`` whatever CELLS says makes this fail."""
+    def command(*args):
+        out = subprocess.run(["make", "-n", "--no-print-directory", "reproduce", *args, "STAMP=Makefile"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        (line,) = [line.split() for line in out.stdout.splitlines() if "suite.reproduce" in line]
+        return line[line.index("suite.reproduce") + 1:]
+
+    assert command("SWEEP=flagship") == ["flagship", "-k", "3"]
+    assert command("SWEEP=flagship", "K=5") == ["flagship", "-k", "5"]
+    assert command("SWEEP=flagship", "CELLS=4") == ["flagship", "--cells", "4"]
+
+
 def test_make_summary_prints_the_report_leaderboard_of_the_sweep():
     out = subprocess.run(["make", "-n", "summary", "SWEEP=windows", "RESULTS=/x", "STAMP=Makefile"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
