@@ -18,7 +18,8 @@ A run trained to criterion (``train.until_learned``) stores every check it made 
 (``run["criterion"]["checks"]``: the step and each judged task's headline score at the training
 length L on the check set, drawn apart from the eval set). For such runs the score panel draws
 that check score against the step, per cell the mean over the seeds that checked at each step with
-the min-max band, beside the learned line (``LEARNED_AT`` of the metric's best value) that a check
+the min-max band (a seed that passed and stopped leaves the mean after its last check), beside the
+learned line (``LEARNED_AT`` of the metric's best value) that a check
 must reach for training to stop. The table adds each task's steps to learn (the stored
 ``steps_to_learn`` rows: the first check step at or above the line) as mean [min, max] over the
 seeds that learned, with how many of the seeds that made checks did.
@@ -377,7 +378,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.commands.cu
 
         print(f"runs trained to criterion: the plot draws the check score (each task's headline metric at the "
               f"training length on the check set, drawn apart from the eval set) at each check, with the learned line "
-              f"({LEARNED_AT} of the metric's best value); steps to learn: the first check step at or above it, "
+              f"({LEARNED_AT} of the metric's best value), the mean over the seeds that checked at each step (a seed "
+              f"that passed and stopped leaves it); steps to learn: the first check step at or above the line, "
               f"mean [min, max] over the seeds that learned")
     print(f"wrote {out}")
     return 0
