@@ -149,7 +149,7 @@ def _steps_to_learn(payload: dict) -> dict[str, float]:
             and r.get("value") is not None}
 
 
-def _criterion(curve: "Curve", members: list[dict]) -> None:
+def _criterion(curve: Curve, members: list[dict]) -> None:
     """Fill ``curve.checks``, ``lines`` and ``learned`` from the members that made checks."""
     checked = [p for p in members if (p["run"].get("criterion") or {}).get("checks")]
     at: dict[str, dict[int, list[float]]] = {}

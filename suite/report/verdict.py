@@ -74,7 +74,7 @@ def criterion_runs(df: pd.DataFrame) -> set:
     checked = set(check_rows(df).run_id)
     if "spec" not in df.columns:
         return checked
-    judged = (df.higher_is_better == True) & np.isfinite(df.high.astype(float))  # noqa: E712 (None is not True)
+    judged = (df.higher_is_better == True) & np.isfinite(df.high.astype(float))  # == True: None is not True
     head = df[(df.metric == df.headline) & judged].drop_duplicates("run_id")
     return checked | set(head.run_id[head.spec.map(_until_learned)])
 
