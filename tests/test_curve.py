@@ -1,5 +1,7 @@
 """``posbench curve``: a run's or a cell's training loss against the step, with the band over seeds
-from the lowest to the highest loss logged at each step, and the in-distribution score at the end.
+from the lowest to the highest loss logged at each step, and the in-distribution score: at the end
+for runs without checks, at each check (with the learned line and the steps to learn) for runs
+trained to criterion.
 
 Mutation check: in suite/commands/curve.py ``_spread``, ``min(finite)`` -> ``sum(finite) /
 len(finite)`` (the band's low end the mean) makes
@@ -106,3 +108,110 @@ def test_shipped_rows_stored_before_the_history_was_kept_get_a_clear_message(toy
     err = capsys.readouterr().err
     assert "4 of 4 runs store no training history" in err and "rerun them" in err
     assert math.isnan(curve._spread([])[0])
+
+
+# Three ALiBi seeds trained to criterion (checks every 3 steps, steps 6, cap 12): seed 0 passes at 6,
+# seed 1 trains on and passes at 12, seed 2 never passes and stops at the cap.
+CHECKS = {0: {3: 0.5, 6: 0.95}, 1: {3: 0.4, 6: 0.7, 9: 0.85, 12: 0.92}, 2: {3: 0.1, 6: 0.2, 9: 0.3, 12: 0.4}}
+
+
+def _with_checks(payloads):
+    """The toy's ALiBi payloads as runs trained to criterion store them: the record's ``criterion``
+    with every check, and the check_score / steps_to_learn rows (none for the seed that never passed)."""
+    out = []
+    for p in payloads:
+        run = p["run"]
+        if run["positions"] != "alibi":
+            out.append(p)
+            continue
+        checks = [{"step": step, "scores": {"copy": v}} for step, v in CHECKS[run["seed"]].items()]
+        criterion = {"line": 0.9, "check_every": 3, "cap_steps": 12, "check_examples": 4, "checks": checks,
+                     "steps": checks[-1]["step"]}
+        base = {k: v for k, v in p["rows"][0].items() if k not in ("metric", "value", "slice", "n", "eval_len", "len_ratio")}
+        base = {**base, "task": "copy", "eval_len": run["train_len"], "len_ratio": 1.0, "slice": "all", "n": 4, "status": "ok"}
+        rows = [{**base, "metric": "check_score", "value": checks[-1]["scores"]["copy"]}]
+        first = next((c["step"] for c in checks if c["scores"]["copy"] >= 0.9), None)
+        rows += [{**base, "metric": "steps_to_learn", "value": float(first)}] if first is not None else []
+        out.append({**p, "run": {**run, "criterion": criterion}, "rows": p["rows"] + rows})
+    return out
+
+
+def test_a_cell_trained_to_criterion_draws_its_check_score_against_the_step_with_a_band(toy):
+    """A cell trained to criterion: at each check step the mean check score over the seeds that
+    checked there with the min-max band, the learned line, and each seed's steps to learn; a run
+    without checks keeps none.
+
+    Mutation check: in suite/commands/curve.py ``_criterion``, ``c.low.append(low)`` ->
+    ``c.low.append(mean)`` (the band's low end the mean) makes this fail; so does ``learned = []``
+    (the stored steps_to_learn rows not read)."""
+    found, _ = curve.curves(_with_checks(_payloads(toy)), by="cell")
+    alibi, nope = found
+    checks = alibi.checks["copy"]
+    assert checks.steps == [3, 6, 9, 12] and checks.runs_at == [3, 3, 2, 2]
+    assert checks.score == pytest.approx([1.0 / 3, 1.85 / 3, 0.575, 0.66])
+    assert checks.low == [0.1, 0.2, 0.3, 0.4] and checks.high == [0.5, 0.95, 0.85, 0.92]
+    assert alibi.lines == {"copy": pytest.approx(0.9)}  # LEARNED_AT x token accuracy's best value, 1
+    assert alibi.learned == {"copy": ([6.0, 12.0], 3, [12])}
+    assert nope.checks == {} and nope.learned == {} and nope.lines == {}
+
+
+def test_the_score_panel_draws_the_checks_and_the_learned_line_and_a_point_for_runs_without_checks(toy):
+    """Mutation check: in suite/commands/curve.py ``figure``, dropping the ``axhline`` of the learned
+    line makes this fail; drawing the end point for a task that has checks too (``or task in
+    c.checks`` removed) makes it fail."""
+    import matplotlib.pyplot as plt
+
+    found, _ = curve.curves(_with_checks(_payloads(toy)), by="cell")
+    fig = curve.figure(found, "toy")
+    score_ax = fig.axes[1]
+    drawn = [(list(line.get_xdata()), list(line.get_ydata())) for line in score_ax.lines]
+    alibi = found[0].checks["copy"]
+    assert (alibi.steps, alibi.score) in drawn
+    assert ([0, 1], [pytest.approx(0.9), pytest.approx(0.9)]) in drawn  # the learned line spans the panel
+    points = [c for c in score_ax.containers]  # errorbars: one end point, NoPE's (no checks)
+    assert len(points) == 1 and list(points[0].lines[0].get_ydata()) == [found[1].scores["copy"][1]]
+    assert "check set at L = 16" in score_ax.get_title() and "points: runs without checks, measured once" in score_ax.get_title()
+    assert score_ax.get_legend().get_texts()[0].get_text() == "learned line (0.9 of the best value)"
+    assert score_ax.get_xlim()[1] > 12  # the last check (12) is inside the panel
+    plt.close(fig)
+
+
+def test_the_table_gains_the_steps_to_learn_only_where_a_run_made_checks(toy):
+    """Mutation check: in suite/commands/curve.py ``learned_text``, ``never = 0`` makes this fail;
+    ``criterion = True`` in ``table`` (the column for boards without checks too) makes it fail."""
+    found, _ = curve.curves(_with_checks(_payloads(toy)), by="cell")
+    text = curve.table(found)
+    assert text.splitlines()[0].rstrip().endswith("steps to learn")
+    alibi = next(line for line in text.splitlines() if line.startswith("alibi full copy "))
+    assert alibi.rstrip().endswith("copy 9 [6, 12] (2 of 3 learned; 1 never, cap 12 steps)")
+    nope = next(line for line in text.splitlines() if line.startswith("nope full copy "))
+    assert nope.rstrip().endswith(" -")
+    assert curve.learned_text("copy", [], 2, [12]) == "copy never learned (0 of 2, cap 12 steps)"
+    assert curve.learned_text("copy", [250.0], 1, [7000]) == "copy 250 (1 of 1 learned)"
+    plain = curve.table(curve.curves(_payloads(toy))[0])
+    assert "steps to learn" not in plain
+
+
+def test_a_run_trained_to_criterion_is_drawn_from_its_stored_checks(tmp_path, capsys):
+    """A real run with checks (it does not learn in 6 steps, so it trains on to its cap of 12):
+    the curve is its record's checks, the table names its cap, and the command says what it drew.
+
+    Mutation check: in suite/commands/curve.py ``_criterion``, reading ``run.get("checks")`` instead
+    of the record's ``criterion`` makes this fail."""
+    spec = make_spec(*[o for o in TOY if not o.startswith("train.until_learned")], "train.steps=6",
+                     "train.until_learned=true", "train.check_every=3", "train.cap=2", "train.check_examples=4",
+                     "position=alibi", "seed=0")
+    execute(spec, results_dir=tmp_path, progress=False, log_every=2)
+    payloads = [payload for _, payload in store.payloads(tmp_path / "toy")]
+    record = payloads[0]["run"]["criterion"]
+    found, _ = curve.curves(payloads, by="run")
+    checks = found[0].checks["copy"]
+    assert checks.steps == [c["step"] for c in record["checks"]] and checks.steps[0] == 3
+    assert checks.score == [c["scores"]["copy"] for c in record["checks"]]
+    learned = found[0].learned["copy"]
+    assert learned[1:] == (1, [record["cap_steps"]])
+    assert curve.main([str(tmp_path / "toy"), "--out", str(tmp_path / "c.png")]) == 0
+    out = capsys.readouterr().out
+    assert "steps to learn" in out and "learned line (0.9 of the metric's best value)" in out
+    assert learned[0] == [] and checks.steps[-1] == record["cap_steps"] == 12  # six steps teach it nothing
+    assert "copy never learned (0 of 1, cap 12 steps)" in out

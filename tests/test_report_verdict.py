@@ -7,13 +7,16 @@ fail; the overlap test written with < instead of <= (touching intervals 'separat
 test_the_verdict_says_whether_the_first_two_are_separated fail; setup reading the seeds of one run
 only (runs.seed.iloc[:1]) makes test_a_board_opens_with_its_verdict_and_setup fail; render.markdown
 without the verdict line makes test_a_board_opens_with_its_verdict_and_setup fail."""
+import json
+
 import pandas as pd
 
 from suite.config.codedigest import spec_digest
 from suite.report import render, verdict
 from suite.results import store
 from tests.conftest import spec_for
-from tests.test_report import _row
+from tests.criterion_runs import criterion_metrics, write_runs  # noqa: F401 (a fixture)
+from tests.test_report import _row, frame
 
 # copy at 32 (the training length), 64 and 128: alibi best beyond L, rope second, nope last
 SCORES = {"alibi": (1.0, 0.9, 0.8), "rope": (1.0, 0.5, 0.3), "nope": (1.0, 0.2, 0.1)}
@@ -78,3 +81,52 @@ def test_a_board_where_no_two_schemes_share_a_cell_ranks_nothing():
     (IndexError)."""
     unranked = _mrr([("alibi",) + (float("nan"),) * 6])
     assert verdict.verdict(unranked) == "No two schemes share a cell: nothing is ranked."
+
+
+def test_the_setup_says_runs_trained_to_criterion_trained_on_up_to_their_cap(tmp_path, criterion_metrics):  # noqa: F811
+    """A board of runs trained to criterion (80 steps, cap 4 x 80 = 320) says the protocol after the
+    steps; one with a run without checks among them says how many were; a board without checks
+    keeps the plain 'N steps' (test_a_board_opens_with_its_verdict_and_setup).
+
+    Mutation check: in suite/report/verdict.py ``setup``, ``{_values(runs.steps)} steps`` back in
+    place of ``{protocol(df, runs)}`` makes this fail; ``protocol`` without its '(k of n runs ...)'
+    clause makes it fail too."""
+    runs = [("rope-0", "rope", 0, "copy", {32: 1.0, 64: 0.5}, 0.95, 160),
+            ("nope-0", "nope", 0, "copy", {32: 0.3, 64: 0.1}, 0.40, None)]
+    all_checked = store.load(write_runs(tmp_path / "a", runs, steps=80))
+    assert verdict.setup(all_checked) == (
+        "Setup: model tiny (4 layers, d_model 64, 4 heads); 80 steps, trained on to at most 320 steps until the "
+        "check passes; trained at L = 32 tokens; evaluated at 32, 64 tokens; seeds 0; 2 runs.")
+    mixed = store.load(write_runs(tmp_path / "b", [*runs, ("t5-0", "t5", 0, "copy", {32: 1.0, 64: 0.2}, None, None)],
+                                  steps=80))
+    assert "; 80 steps, trained on to at most 320 steps until the check passes (2 of 3 runs; the others a fixed " \
+           "budget); trained at L = 32" in verdict.setup(mixed)
+    out = render.write(all_checked, "cr", tmp_path / "report")
+    assert "80 steps, trained on to at most 320 steps until the check passes;" in (out / "index.md").read_text()
+
+
+def _framed(rows, train):
+    """Rows as the store loads them, each run's stored spec JSON with ``train``."""
+    d = frame(rows)
+    d["spec"] = json.dumps({"train": train})
+    return d
+
+
+def test_a_run_is_trained_to_criterion_by_its_check_rows_or_by_its_spec_on_a_judged_task():
+    """A run with train.until_learned on a judged task (a diverged one: no check row) counts; one on a
+    task without a learned line (bits per byte: natural text keeps a fixed budget) does not, nor
+    does a spec that does not say (rows stored before the protocol).
+
+    Mutation check: in suite/report/verdict.py ``criterion_runs``, ``head`` without ``& judged``
+    (every headline read as having a learned line) makes this fail; so does ``_until_learned`` returning
+    ``.get("until_learned", True)`` (a spec that does not say read as trained to criterion)."""
+    train = {"steps": 100, "cap": 2.5, "until_learned": True}
+    diverged = _framed([_row("r", "rope", 0, "copy", 32, float("nan"), status="diverged", steps=100)], train)
+    assert verdict.criterion_runs(diverged) == {"r"}
+    assert verdict.protocol(diverged, diverged.drop_duplicates("run_id")) == \
+        "100 steps, trained on to at most 250 steps until the check passes"
+    text = _framed([_row("t", "rope", 0, "code", 32, 2.1, metric="bits_per_byte", steps=100)], train)
+    assert verdict.criterion_runs(text) == set()
+    assert verdict.protocol(text, text.drop_duplicates("run_id")) == "100 steps"
+    old = _framed([_row("o", "rope", 0, "copy", 32, 1.0, steps=100)], {"steps": 100})
+    assert verdict.criterion_runs(old) == set()

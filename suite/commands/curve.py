@@ -11,8 +11,18 @@ logged loss and the in-distribution score, each as mean [min, max] over seeds.
 
 A run's stored record holds its whole training history (``run["history"]``: every
 ``log_every``-th step and the last, a resumed run's included); runs stored before the history was
-kept are named and left out. The in-distribution score is measured once, when training ends, so
-it is a point at the last step, not a curve.
+kept are named and left out. For a run without checks the in-distribution score is measured once,
+when training ends, so it is a point at the last step, not a curve.
+
+A run trained to criterion (``train.until_learned``) stores every check it made in its record
+(``run["criterion"]["checks"]``: the step and each judged task's headline score at the training
+length L on the check set, drawn apart from the eval set). For such runs the score panel draws
+that check score against the step, per cell the mean over the seeds that checked at each step with
+the min-max band (a seed that passed and stopped leaves the mean after its last check), beside the
+learned line (``LEARNED_AT`` of the metric's best value) that a check
+must reach for training to stop. The table adds each task's steps to learn (the stored
+``steps_to_learn`` rows: the first check step at or above the line) as mean [min, max] over the
+seeds that learned, with how many of the seeds that made checks did.
 """
 from __future__ import annotations
 
@@ -46,6 +56,23 @@ class Curve:
     final_step: int = 0
     train_len: int = 0
     scores: dict = field(default_factory=dict)
+    # runs trained to criterion: {task: Checks} over the seeds that made checks, {task: learned line}
+    # and {task: (steps to learn of each seed that learned, seeds that made checks, cap steps)}
+    checks: dict = field(default_factory=dict)
+    lines: dict = field(default_factory=dict)
+    learned: dict = field(default_factory=dict)
+
+
+@dataclass
+class Checks:
+    """One task's check scores against the step: at each check step, the mean, lowest and highest
+    score over the runs that checked there, and how many did."""
+
+    steps: list[int] = field(default_factory=list)
+    score: list[float] = field(default_factory=list)
+    low: list[float] = field(default_factory=list)
+    high: list[float] = field(default_factory=list)
+    runs_at: list[int] = field(default_factory=list)
 
 
 def find_run(name: str, results_dir) -> Path:
@@ -103,6 +130,50 @@ def _final_scores(payload: dict) -> dict[str, tuple[str, float]]:
     return out
 
 
+def _line(payload: dict, task: str) -> float:
+    """The score a check of ``task`` had to reach: the record's line (``LEARNED_AT``) times the best
+    value of the task's headline metric, as the run stored it; NaN when the rows do not name it."""
+    from suite.results.metrics import metric
+
+    headline = next((r.get("headline") for r in payload["rows"] if r.get("task") == task and r.get("headline")), None)
+    try:
+        return float(payload["run"]["criterion"]["line"]) * metric(headline).high
+    except (TypeError, ValueError, KeyError):
+        return math.nan
+
+
+def _steps_to_learn(payload: dict) -> dict[str, float]:
+    """{task: the stored ``steps_to_learn``} of a run trained to criterion, for the tasks it learned."""
+    return {r["task"]: float(r["value"]) for r in payload["rows"]
+            if r.get("metric") == "steps_to_learn" and r.get("slice") == "all" and r.get("status", "ok") == "ok"
+            and r.get("value") is not None}
+
+
+def _criterion(curve: Curve, members: list[dict]) -> None:
+    """Fill ``curve.checks``, ``lines`` and ``learned`` from the members that made checks."""
+    checked = [p for p in members if (p["run"].get("criterion") or {}).get("checks")]
+    at: dict[str, dict[int, list[float]]] = {}
+    for p in checked:
+        for check in p["run"]["criterion"]["checks"]:
+            for task, score in check["scores"].items():
+                at.setdefault(task, {}).setdefault(int(check["step"]), []).append(float(score))
+    for task in sorted(at):
+        c = curve.checks[task] = Checks()
+        for step in sorted(at[task]):
+            mean, low, high = _spread(at[task][step])
+            c.steps.append(step)
+            c.score.append(mean)
+            c.low.append(low)
+            c.high.append(high)
+            c.runs_at.append(len(at[task][step]))
+        with_task = [p for p in checked if any(task in ch["scores"] for ch in p["run"]["criterion"]["checks"])]
+        lines = {_line(p, task) for p in with_task}
+        curve.lines[task] = lines.pop() if len(lines) == 1 else math.nan
+        caps = sorted({int(p["run"]["criterion"]["cap_steps"]) for p in with_task if "cap_steps" in p["run"]["criterion"]})
+        learned = [s[task] for s in map(_steps_to_learn, with_task) if task in s]
+        curve.learned[task] = (learned, len(with_task), caps)
+
+
 def _spread(values: list[float]) -> tuple[float, float, float]:
     """(mean, min, max) of the finite values; NaN when there are none."""
     finite = [v for v in values if v is not None and math.isfinite(v)]
@@ -147,6 +218,7 @@ def curves(payloads: list[dict], by: str = "cell") -> tuple[list[Curve], list[st
         for task in sorted({t for f in finals for t in f}):
             metric = next(f[task][0] for f in finals if task in f)
             curve.scores[task] = (metric, *_spread([f[task][1] for f in finals if task in f]))
+        _criterion(curve, members)
         out.append(curve)
     out.sort(key=lambda c: c.label)
     return out, without
@@ -158,32 +230,63 @@ def _ranged(mean: float, low: float, high: float, n: int) -> str:
     return f"{mean:.3f}" if n == 1 else f"{mean:.3f} [{low:.3f}, {high:.3f}]"
 
 
+def learned_text(task: str, steps: list[float], checked: int, caps: list[int]) -> str:
+    """'copy 250 [125, 375] (3 of 3 learned)': a task's steps to learn, mean [min, max] over the
+    seeds that learned (the mean alone for one), how many of the ``checked`` seeds that made checks
+    learned, and the cap of those that never did."""
+    never = checked - len(steps)
+    cap = f"cap {', '.join(map(str, caps)) or 'not recorded'} steps"
+    if not steps:
+        return f"{task} never learned (0 of {checked}, {cap})"
+    mean, low, high = _spread(steps)
+    value = f"{mean:.0f}" if len(steps) == 1 else f"{mean:.0f} [{low:.0f}, {high:.0f}]"
+    return f"{task} {value} ({len(steps)} of {checked} learned" + (f"; {never} never, {cap})" if never else ")")
+
+
 def table(found: list[Curve], by: str = "cell") -> str:
-    """The printed table: one line per run or cell (``by``)."""
+    """The printed table: one line per run or cell (``by``); a column of steps to learn when a run
+    in it was trained to criterion."""
     from tabulate import tabulate
 
     rows = []
+    criterion = any(c.learned for c in found)
     for c in found:
         n = len(c.run_ids)
         first, last = (c.loss[0], c.low[0], c.high[0]), (c.loss[-1], c.low[-1], c.high[-1])
         scores = "; ".join(f"{task} {metric} {_ranged(mean, low, high, n)}" for task, (metric, mean, low, high) in c.scores.items())
         rows.append([c.label, ",".join(str(s) for s in c.seeds), len(c.steps), c.final_step,
                      _ranged(*first, n), _ranged(*last, n), scores or "-"])
-    return tabulate(rows, headers=[by, "seeds", "points",
-                                   "steps", "first loss", "last loss", "in-distribution score at the end"],
-                    tablefmt="simple", disable_numparse=True)
+        if criterion:
+            rows[-1].append("; ".join(learned_text(task, *found) for task, found in c.learned.items()) or "-")
+    headers = [by, "seeds", "points", "steps", "first loss", "last loss", "in-distribution score at the end"]
+    return tabulate(rows, headers=headers + (["steps to learn"] if criterion else []), tablefmt="simple",
+                    disable_numparse=True)
 
 
 def plot(found: list[Curve], title: str) -> bytes:
-    """Two panels: the loss against the step (mean line, min-max band over seeds), and each task's
-    in-distribution score at the last step (a point with a min-max bar)."""
+    """The PNG of ``figure``."""
     import io
 
+    import matplotlib.pyplot as plt
+
+    fig = figure(found, title)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def figure(found: list[Curve], title: str):
+    """Two panels: the loss against the step (mean line, min-max band over seeds), and each task's
+    in-distribution score: for runs trained to criterion, the check score at L against the step
+    (mean line, min-max band over the seeds that checked there) under the dashed learned line; for
+    other runs, the score at the last step (a point with a min-max bar)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     from suite.report.styles import style_map
+    from suite.results.learned import LEARNED_AT
 
     looks = style_map([c.label for c in found])
     legend_rows = max(1, math.ceil(len(found) / 3))
@@ -195,8 +298,15 @@ def plot(found: list[Curve], title: str) -> bytes:
         loss_ax.plot(c.steps, c.loss, color=look.color, label=c.label, linewidth=1.4)
         if len(c.run_ids) > 1:
             loss_ax.fill_between(c.steps, c.low, c.high, color=look.color, alpha=0.18, linewidth=0)
+        for task, checks in c.checks.items():
+            score_ax.plot(checks.steps, checks.score, color=look.color, marker=look.marker, markersize=3, linewidth=1.2)
+            if max(checks.runs_at) > 1:
+                score_ax.fill_between(checks.steps, checks.low, checks.high, color=look.color, alpha=0.18, linewidth=0)
+            if len(tasks) > 1:  # a task set: each curve names its task at its end
+                score_ax.annotate(task, (checks.steps[-1], checks.score[-1]), xytext=(3, 0), textcoords="offset points",
+                                  fontsize=6, color=look.color, va="center")
         for i, task in enumerate(tasks):
-            if task not in c.scores:
+            if task not in c.scores or task in c.checks:
                 continue
             _, mean, low, high = c.scores[task]
             x = c.final_step * (1 + 0.05 * (i - (len(tasks) - 1) / 2))  # a task set's tasks side by side
@@ -212,15 +322,27 @@ def plot(found: list[Curve], title: str) -> bytes:
     score_ax.set_xlabel("training step")
     score_ax.set_ylabel(f"in-distribution score ({metrics[0]})" if len(metrics) == 1
                         else "in-distribution score (each task's headline metric)")
-    score_ax.set_title("measured once, at the end of training\n(bar: min to max over seeds)", fontsize=9)
+    lines = sorted({v for c in found for v in c.lines.values() if math.isfinite(v)})
+    for k, line in enumerate(lines):
+        score_ax.axhline(line, color="0.35", linestyle="--", linewidth=1,
+                         label=f"learned line ({LEARNED_AT} of the best value)" if k == 0 else None)
+    if lines:
+        score_ax.legend(loc="best", fontsize=7, frameon=False)
+    checked = [c for c in found if c.checks]
+    if checked:
+        lengths = sorted({c.train_len for c in checked})
+        at = f"L = {lengths[0]}" if len(lengths) == 1 else "each run's L"
+        score_ax.set_title(f"on the check set at {at}, at each check\n(band: min to max over seeds)"
+                           + ("\npoints: runs without checks, measured once at the end" if len(checked) < len(found)
+                              else ""), fontsize=9)
+    else:
+        score_ax.set_title("measured once, at the end of training\n(bar: min to max over seeds)", fontsize=9)
     if found:
-        score_ax.set_xlim(0, max(c.final_step for c in found) * (1.15 + 0.025 * len(tasks)))
+        last = max(max([c.final_step] + [k.steps[-1] for k in c.checks.values()]) for c in found)
+        score_ax.set_xlim(0, last * (1.15 + 0.025 * len(tasks)))
     fig.legend(*loss_ax.get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=7, frameon=False)
     fig.tight_layout(rect=(0, 0.06 * legend_rows, 1, 1))
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return buf.getvalue()
+    return fig
 
 
 @command
@@ -251,6 +373,14 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.commands.cu
     print(table(found, by))
     print("in-distribution score: each task's headline metric at the training length, measured once, at the end "
           "of training (a point at the last step, not a curve)")
+    if any(c.checks for c in found):
+        from suite.results.learned import LEARNED_AT
+
+        print(f"runs trained to criterion: the plot draws the check score (each task's headline metric at the "
+              f"training length on the check set, drawn apart from the eval set) at each check, with the learned line "
+              f"({LEARNED_AT} of the metric's best value), the mean over the seeds that checked at each step (a seed "
+              f"that passed and stopped leaves it); steps to learn: the first check step at or above the line, "
+              f"mean [min, max] over the seeds that learned")
     print(f"wrote {out}")
     return 0
 

@@ -6,6 +6,13 @@ chunk, ``-`` for full attention, and the token mixer. A training schedule is one
 phase, with the step it starts at. The JSON rows carry ``window`` and ``chunk`` like the result
 columns (suite/results/identity.py). Use it to check what a pattern and overrides really resolve to
 before training.
+
+A line says how the run trains. Trained to criterion (``train.until_learned``, the default, with
+a task whose headline metric has a learned line): 'N steps, trained on to at most C steps until
+the check passes', the check's schedule, and the worst case a run can cost: the cap's steps,
+cap x the recipe's training time, and every check it would make on the way. Otherwise exactly
+``steps`` steps, and why (checks off, or no task with a learned line: natural text's bits per
+byte keeps a fixed budget).
 """
 from __future__ import annotations
 
@@ -53,7 +60,40 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.commands.de
         print(f"{r['layer']:>5}  {r['position']:<12} {r['span']:<8} {size:>6}  {'yes' if r['log_scale'] else 'no':<9}  {r['mixer']}")
     for line in schedule_lines(spec):
         print(line)
+    print(training_line(spec, judged_tasks(spec)))
     return 0
+
+
+def judged_tasks(spec) -> list[str]:
+    """The run's tasks whose headline metric has a learned line (bounded, higher is better): the
+    tasks a run trained to criterion checks."""
+    from suite.results.metrics import metric
+
+    return [t.name for t in spec.tasks if metric(t.build().primary_metric).judged]
+
+
+def checks_made(train) -> int:
+    """How many checks a run trained to criterion makes when it trains to its cap: one after every
+    ``check_every`` steps, at ``steps`` and at the cap (``TrainSpec.is_check_step``)."""
+    cap, every = train.cap_steps, train.check_every
+    return cap // every + sum(1 for done in {train.steps, cap} if done % every)
+
+
+def training_line(spec, judged: list[str]) -> str:
+    """'training: 1750 steps, trained on to at most 7000 steps until the check passes (...)', or
+    'training: 1750 steps, a fixed budget (...)', for the tasks with a learned line ``judged``."""
+    from suite.results.learned import LEARNED_AT
+
+    t = spec.train
+    if not t.until_learned:
+        return f"training: {t.steps} steps, a fixed budget (train.until_learned=false: no checks)"
+    if not judged:
+        return (f"training: {t.steps} steps, a fixed budget (no task here has a learned line to check, as natural "
+                f"text's bits per byte has none)")
+    return (f"training: {t.steps} steps, trained on to at most {t.cap_steps} steps until the check passes (a check of "
+            f"{', '.join(judged)} on {t.check_examples} examples at L = {t.seq_len} every {t.check_every} steps; passes "
+            f"at {LEARNED_AT} of the best value); worst case {t.cap_steps} steps, {t.cap:g} x the recipe's training "
+            f"time, and {checks_made(t)} checks")
 
 
 def schedule_lines(spec) -> list[str]:

@@ -1,11 +1,22 @@
 """The top of a board, computed from its data: a one-sentence verdict (which scheme ranks first
 by MRR, and whether its interval separates it from the second) and the setup a reader needs
-before the tables (model, training steps, training length L, eval lengths, seeds, runs). The
-same text heads index.md and index.html."""
+before the tables (model, training steps and the protocol, training length L, eval lengths,
+seeds, runs). The same text heads index.md and index.html.
+
+The protocol: runs trained to criterion (a ``check_score`` row, or a stored spec with
+``train.until_learned`` on a task with a learned line) train their recipe's steps and then on, up
+to their cap of round(cap x steps) steps, until the check passes; the setup says so with the cap.
+Any other run (rows stored before the protocol, natural text's fixed budget) trains exactly its
+steps, and a board of such runs only keeps the plain 'N steps'."""
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pandas as pd
+
+from suite.report.steps import cap_steps
+from suite.results.learned import check_rows
 
 
 def _interval(row: pd.Series, name: str, digits: int = 2) -> str:
@@ -48,14 +59,52 @@ def _values(series: pd.Series) -> str:
     return ", ".join(f"{x:g}" for x in sorted(pd.to_numeric(series, errors="coerce").dropna().unique())) or "not recorded"
 
 
+def _until_learned(spec) -> bool:
+    """Whether a stored run spec (JSON) says ``train.until_learned``; False when it does not say."""
+    try:
+        return json.loads(spec)["train"].get("until_learned") is True
+    except (TypeError, ValueError, KeyError, AttributeError):
+        return False
+
+
+def criterion_runs(df: pd.DataFrame) -> set:
+    """The ids of the runs in the store's rows ``df`` trained to criterion: those with a check row,
+    and those whose spec says ``train.until_learned`` and whose headline metric has a learned line
+    (bounded, higher is better: a run that diverged before its first check included)."""
+    checked = set(check_rows(df).run_id)
+    if "spec" not in df.columns:
+        return checked
+    judged = (df.higher_is_better == True) & np.isfinite(df.high.astype(float))  # == True: None is not True
+    head = df[(df.metric == df.headline) & judged].drop_duplicates("run_id")
+    return checked | set(head.run_id[head.spec.map(_until_learned)])
+
+
+def protocol(df: pd.DataFrame, runs: pd.DataFrame) -> str:
+    """'1750 steps' for runs that train exactly their steps; '1750 steps, trained on to at most 7000
+    steps until the check passes' where runs were trained to criterion (with '(k of n runs; the
+    others a fixed budget)' where only some were). ``runs``: one row per run of ``df``."""
+    steps = f"{_values(runs.steps)} steps"
+    trained_on = criterion_runs(df) & set(runs.run_id)
+    if not trained_on:
+        return steps
+    specs = runs[runs.run_id.isin(trained_on)].spec if "spec" in runs.columns else pd.Series(dtype=object)
+    caps = sorted({int(c) for c in specs.map(cap_steps).dropna()})
+    cap = f"at most {', '.join(map(str, caps))} steps" if caps else "a cap"
+    some = f" ({len(trained_on)} of {runs.run_id.nunique()} runs; the others a fixed budget)" \
+        if len(trained_on) < runs.run_id.nunique() else ""
+    return f"{steps}, trained on to {cap} until the check passes{some}"
+
+
 def setup(df: pd.DataFrame, rows: pd.DataFrame | None = None) -> str:
     """'Setup: model tiny (4 layers, d_model 64, 4 heads); 1750 steps; trained at L = 32 tokens;
     evaluated at 32, 64, 128 tokens; seeds 0, 1, 2; 36 runs.' from the store's rows ``df``; the eval
-    lengths are those of the board's headline rows ``rows`` (``tables.primary``) when given."""
+    lengths are those of the board's headline rows ``rows`` (``tables.primary``) when given. Runs
+    trained to criterion say so after the steps (``protocol``): '1750 steps, trained on to at most
+    7000 steps until the check passes'."""
     runs = df.drop_duplicates("run_id")
     models = runs[["model", "n_layers", "d_model", "n_heads"]].drop_duplicates().dropna(subset=["n_layers"])
     model = "; ".join(f"{m.model} ({m.n_layers:g} layers, d_model {m.d_model:g}, {m.n_heads:g} heads)"
                       for m in models.sort_values(["n_layers", "d_model", "n_heads"]).itertuples()) or "not recorded"
     lengths = (rows if rows is not None and len(rows) else df).eval_len
-    return (f"Setup: model {model}; {_values(runs.steps)} steps; trained at L = {_values(runs.train_len)} tokens; "
+    return (f"Setup: model {model}; {protocol(df, runs)}; trained at L = {_values(runs.train_len)} tokens; "
             f"evaluated at {_values(lengths)} tokens; seeds {_values(runs.seed)}; {runs.run_id.nunique()} runs.")
