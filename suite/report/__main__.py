@@ -112,6 +112,12 @@ def publish(r: dict, args) -> Path:
         print(f"warning: {r['warning']}", file=sys.stderr)
     out = render.save(r, Path(args.out) / args.sweep)
     print(console_mrr(r).to_string(index=False))
+    if r.get("settings"):
+        from suite.report import settings
+
+        print(f"\n{render.SETTINGS_TITLE} {r['settings']['finding']}")
+        print(settings.ranking_display(r["settings"]).to_string())
+        print(settings.tau_display(r["settings"]).to_string(index=False))
     if args.wandb:
         from suite.report.to_wandb import log_report
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.report import references, steps, tables, verdict
+from suite.report import references, settings, steps, tables, verdict
 from suite.report.plots import Plot, plot_profiles, plot_recency, plot_summary, plot_task
 from suite.report.styles import style_map
 from suite.files import write_atomic
@@ -97,7 +97,8 @@ def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = tab
         "not_learned": int(runs.not_learned.sum()), "runs": int(runs.runs.sum()),
         "steps": steps.steps_table(df, rows),
         "mrr_marks": _mrr_marks(board),
-        "breakdowns": {c: tables.breakdown(rows, c) for c in tables.varied(df)},
+        "breakdowns": {c: tables.breakdown(df, c, metric) for c in tables.varied(df)},
+        "settings": settings.build(df, metric, tie),
         "splits": splits,
         "recency": tables.recency_table(df), "recency_plot": plot_recency(df), "profile_plot": plot_profiles(df),
         "provenance": provenance(df, source), "code_groups": tables.code_groups(df), "warning": tables.stale_code_warning(df),
@@ -137,6 +138,17 @@ TIE_TEXT = {"min": (f"two means closer than {tables.TIED_BELOW} are tied, the ru
             "average": (f"two means closer than {tables.TIED_BELOW} are tied, the rule the power section uses: a "
                         f"scheme's rank is 1 plus the number of schemes that beat it by at least "
                         f"{tables.TIED_BELOW}, plus half the number tied with it (1.5, 1.5, 3)")}
+
+
+SETTINGS_TITLE = "Does the ranking hold?"
+
+
+def breakdown_text(column: str) -> str:
+    """What a breakdown table holds."""
+    return (f"Each task's headline metric (column metric) per scheme and {column}, mean over seeds of every run, "
+            f"learned or not, at each multiple of the training length: one task, one metric and one scheme per "
+            f"row, so no value averages two metrics or two schemes. Schemes are named within each {column}, so a "
+            f"scheme's rows at different values of it sit together.")
 
 
 SPLIT_TEXT = ("The task's evaluation set mixes splits drawn from different distributions, not all of which it "
@@ -314,6 +326,12 @@ def markdown(r: dict) -> str:
                     f"![{task}, split {split}](plots/{split_plot(task, split)}.png)", ""]
     if len(r["steps"]):
         out += ["## Steps to learn", "", steps.text(), "", steps.display(r["steps"]).to_markdown(index=False), ""]
+    if r.get("settings"):
+        s = r["settings"]
+        out += [f"## {SETTINGS_TITLE}", "", f"**{s['finding']}**", "", settings.text(s), "",
+                _md(settings.ranking_display(s)), "", settings.tau_display(s).to_markdown(index=False), ""]
+        if len(s["moves"]):
+            out += [settings.moves_display(s).to_markdown(index=False), ""]
     out += ["## Power", "", _power_text(r), "", r["power"].to_markdown(index=False, floatfmt=".2f"), ""]
     if r["reference"]:
         texts = _ref_texts(r)
@@ -329,7 +347,7 @@ def markdown(r: dict) -> str:
         out += ["## Recency gap (diagnostics)", "", RECENCY_TEXT, "", _md(r["recency"]), "",
                 "![recency](plots/recency.png)", "", "![profiles](plots/profiles.png)", ""]
     for column, t in r["breakdowns"].items():
-        out += [f"## By {column}", "", _md(t), ""]
+        out += [f"## By {column}", "", breakdown_text(column), "", _md(t), ""]
     out += ["## Provenance", ""] + [f"- {k}: {v}" for k, v in r["provenance"].items()]
     out += ["", r["code_groups"].to_markdown(index=False), ""]
     return "\n".join(out)
@@ -371,6 +389,14 @@ def html_page(r: dict, plots: dict[str, Plot]) -> str:
     if len(r["steps"]):
         parts += ["<h2>Steps to learn</h2>", f"<p>{esc(steps.text())}</p>",
                   _table_html(steps.display(r["steps"]), index=False).replace("<table", '<table id="steps"', 1)]
+    if r.get("settings"):
+        s = r["settings"]
+        parts += [f"<h2>{esc(SETTINGS_TITLE)}</h2>", f"<p id='ranking-holds'><strong>{esc(s['finding'])}</strong></p>",
+                  f"<p>{esc(settings.text(s))}</p>",
+                  _table_html(settings.ranking_display(s)).replace("<table", '<table id="ranking-by-setting"', 1),
+                  _table_html(settings.tau_display(s), index=False).replace("<table", '<table id="kendall-tau"', 1)]
+        if len(s["moves"]):
+            parts.append(_table_html(settings.moves_display(s), index=False))
     parts += ["<h2>Power</h2>", f"<p>{esc(_power_text(r))}</p>",
               _table_html(r["power"], index=False, floatfmt="{:.2f}")]
     if r["reference"]:
@@ -386,7 +412,7 @@ def html_page(r: dict, plots: dict[str, Plot]) -> str:
         parts += ["<h2>Recency gap (diagnostics)</h2>", f"<p>{esc(RECENCY_TEXT)}</p>", _table_html(r["recency"], index=False),
                   _img("recency", r["recency_plot"]), _img("profiles", r["profile_plot"])]
     for column, t in r["breakdowns"].items():
-        parts += [f"<h2>By {esc(column)}</h2>", _table_html(t)]
+        parts += [f"<h2>By {esc(column)}</h2>", f"<p>{esc(breakdown_text(column))}</p>", _table_html(t)]
     parts += ["<h2>Provenance</h2><ul>"] + [f"<li>{esc(k)}: {esc(str(v))}</li>" for k, v in r["provenance"].items()]
     parts += ["</ul>", _table_html(r["code_groups"], index=False)]
     style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
@@ -399,7 +425,8 @@ def html_page(r: dict, plots: dict[str, Plot]) -> str:
 
 def save(r: dict, out_dir: Path) -> Path:
     """Write a built report ``r`` as index.md, index.html, leaderboard.csv, mrr.csv, power.csv,
-    splits.csv (when a task has evaluation splits), steps_to_learn.csv (when a run made checks) and
+    splits.csv (when a task has evaluation splits), steps_to_learn.csv (when a run made checks),
+    ranking_by_setting.csv and kendall_tau.csv (when the runs vary the training length or the model) and
     plots/ (one per task and per split) under ``out_dir``; CSV numbers rounded to 4 decimals."""
     out_dir = Path(out_dir)
     plots = _plots(r)
@@ -412,6 +439,8 @@ def save(r: dict, out_dir: Path) -> Path:
     files["power.csv"] = r["power"].round(4).to_csv(index=False)
     if len(r["steps"]):
         files["steps_to_learn.csv"] = r["steps"][steps.COLUMNS].round(4).to_csv(index=False)
+    if r.get("settings"):
+        files |= settings.csvs(r["settings"])
     if r["splits"]:
         splits = pd.concat([b.rename(columns={"n": "n_seeds"})[BOARD_CSV].assign(split=split)
                             for (_, split), b in r["splits"].items()])
@@ -424,6 +453,9 @@ def save(r: dict, out_dir: Path) -> Path:
         (out_dir / "splits.csv").unlink()
     if not len(r["steps"]) and (out_dir / "steps_to_learn.csv").exists():  # nor steps of a board without checks
         (out_dir / "steps_to_learn.csv").unlink()
+    for name in settings.CSV_NAMES:  # nor the orders by setting of a board that no longer varies one
+        if name not in files and (out_dir / name).exists():
+            (out_dir / name).unlink()
     for old in [*(out_dir / "plots").glob("*.png"), *(out_dir / "plots").glob("*.styles.json")]:
         # a plot of a task the sweep no longer has must not linger
         if f"plots/{old.name}" not in files:

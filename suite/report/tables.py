@@ -16,7 +16,8 @@ flag, so a board needs neither the task code nor today's metric declarations.
 * ``power``: how much the sweep can tell schemes apart: spread at the first length beyond
   training, share of cells where every scheme ties.
 * ``effective_length``: the longest eval length up to which a scheme stays at or above a threshold.
-* ``breakdown``: the same metric by any setting the sweep varies (span, window, pattern, size, ...).
+* ``breakdown``: each task's headline metric per scheme by any setting the sweep varies (span,
+  window, pattern, model, training length, ...).
 * ``code_groups``: runs by commit and by whether this checkout's code gives their digest.
 """
 from __future__ import annotations
@@ -328,6 +329,19 @@ def _bootstrap_scores(d: pd.DataFrame, schemes, cells, reps: int, seed: int) -> 
     return out
 
 
+def mrr_replicates(board: pd.DataFrame, rows: pd.DataFrame, tie: str = "min", reps: int = BOOTSTRAP_REPS,
+                   seed=BOOTSTRAP_SEED) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(schemes, OOD MRRs, all-cells MRRs): the MRR of each scheme of ``board`` (``board_of(rows)``)
+    in each of ``reps`` bootstrap replicates, each resampling every (scheme, task)'s runs in ``rows``
+    with replacement (``_bootstrap_scores``; ``seed``: anything ``np.random.default_rng`` takes), two
+    (reps, schemes) arrays, NaN where a scheme has no such cell."""
+    _check_tie(tie)
+    schemes, cells, _, present, ood, signs = _arrays(board)
+    samples = _bootstrap_scores(rows, schemes, cells, reps, seed)
+    b_ood, b_all = _mrr(samples, present, ood, tie, signs)
+    return schemes, b_ood, b_all
+
+
 def mrr_intervals(board: pd.DataFrame, rows: pd.DataFrame, tie: str = "min",
                   reps: int = BOOTSTRAP_REPS, seed: int = BOOTSTRAP_SEED) -> pd.DataFrame:
     """``mrr`` of ``board`` (``board_of(rows)``, built once by the caller) with 95 % percentile
@@ -343,10 +357,7 @@ def mrr_intervals(board: pd.DataFrame, rows: pd.DataFrame, tie: str = "min",
     cells_ood, cells_all, overlaps_next, ranked_on`` sorted by OOD MRR; ``overlaps_next`` says whether a
     scheme's OOD interval overlaps the next-ranked scheme's ("yes"/"no", "" for the last).
     """
-    _check_tie(tie)
-    schemes, cells, _, present, ood, signs = _arrays(board)
-    samples = _bootstrap_scores(rows, schemes, cells, reps, seed)
-    b_ood, b_all = _mrr(samples, present, ood, tie, signs)
+    schemes, b_ood, b_all = mrr_replicates(board, rows, tie, reps, seed)
     out = mrr(board, tie).set_index("scheme").loc[schemes]
     for name, b in (("mrr_ood", b_ood), ("mrr_all", b_all)):
         out[f"{name}_low"], out[f"{name}_high"] = stats.containing(out[name].to_numpy(), *stats.percentile_interval(b))
@@ -534,14 +545,42 @@ def effective_length(board: pd.DataFrame, threshold: float = EFFECTIVE_AT) -> pd
     return t.loc[[s for s in scheme_order(board) if s in t.index]]
 
 
-def breakdown(rows: pd.DataFrame, column: str) -> pd.DataFrame:
-    """Mean headline score by ``column`` x length ratio, over schemes, tasks and seeds, of
-    ``primary`` rows."""
-    d = rows.copy()
-    d[column] = d[column].map(str)  # keeps None ("no window") as a row of its own
-    t = d.pivot_table(index=column, columns="len_ratio", values="value", aggfunc="mean")
+MODEL_COLUMNS = ("model", "n_layers", "d_model", "n_heads")  # what a model setting is: its name and its size
+
+
+def model_labels(df: pd.DataFrame) -> pd.Series:
+    """Each row's model by name and size, 'tiny, 4 layers, d_model 64, 4 heads', so two widths of
+    one named model are two settings; a size the row does not store is left out."""
+    d = df.reindex(columns=list(MODEL_COLUMNS))
+
+    out = d["model"].astype(str)
+    for column, before, after in (("n_layers", "", " layers"), ("d_model", "d_model ", ""), ("n_heads", "", " heads")):
+        size = pd.to_numeric(d[column], errors="coerce")
+        out = out.where(size.isna(), out + ", " + before + size.fillna(0).astype(int).astype(str) + after)
+    return out
+
+
+def setting_values(df: pd.DataFrame, column: str) -> pd.Series:
+    """Each row's value of the setting ``column`` as text: the model by name and size for "model"
+    (``model_labels``), else the column's value ("None": no window)."""
+    return model_labels(df) if column == "model" else df[column].map(str)
+
+
+def breakdown(df: pd.DataFrame, column: str, metric: str | None = None) -> pd.DataFrame:
+    """Each task's headline score (or ``metric``) by scheme and ``column``, mean over seeds, one
+    column per length ratio: rows ``task, metric, scheme, <column>``, every run. The schemes are
+    labelled within each value of ``column`` (``primary`` of that value's rows), so a scheme run
+    at two training lengths is one scheme on two rows, not two schemes; no value averages two
+    tasks, two metrics or two schemes."""
+    values = setting_values(df, column)
+    parts = [primary(df[values == v], metric).assign(**{column: v}) for v in values.unique()]
+    d = pd.concat([p for p in parts if len(p)]) if any(len(p) for p in parts) else pd.DataFrame()
+    if d.empty:
+        return pd.DataFrame()
+    t = d.pivot_table(index=["task", "metric", "scheme", column], columns="len_ratio", values="value", aggfunc="mean")
+    t = t.loc[sorted(t.index, key=lambda k: (k[0], k[1], k[2], _numeric_first(k[3])))]
     t.columns = [ratio_header(c) for c in t.columns]
-    return t.loc[sorted(t.index, key=_numeric_first)]
+    return t
 
 
 def _numeric_first(value: str) -> tuple:
@@ -555,7 +594,7 @@ def _numeric_first(value: str) -> tuple:
 
 def varied(df: pd.DataFrame) -> list[str]:
     """The breakdown columns that take more than one value in this sweep."""
-    return [c for c in BREAKDOWN_COLUMNS if c in df and df[c].astype(str).nunique() > 1]
+    return [c for c in BREAKDOWN_COLUMNS if c in df and setting_values(df, c).nunique() > 1]
 
 
 def code_status(df: pd.DataFrame) -> pd.Series:
