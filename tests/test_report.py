@@ -246,10 +246,12 @@ def test_a_chunk_is_labelled_c_and_broken_down_apart_from_windows(tmp_path):
     labels = sorted(df.apply(tables.scheme_label, axis=1))
     assert labels == ["command_a w=16", "llama4 c=16", "rope chunked c=8", "rope swa w=8"]
     assert {"window", "chunk"} <= set(tables.varied(df))
-    by_chunk = tables.breakdown(tables.primary(df), "chunk")["1x train length"]
-    assert by_chunk.to_dict() == pytest.approx({"8": 0.6, "16": 0.2, "None": 0.6})  # None: the two window runs
-    by_window = tables.breakdown(tables.primary(df), "window")["1x train length"]
-    assert by_window.to_dict() == pytest.approx({"8": 0.8, "16": 0.4, "None": 0.4})
+    by_chunk = tables.breakdown(df, "chunk")["1x train length"].droplevel(["task", "metric"])
+    assert by_chunk.to_dict() == pytest.approx({("llama4 c=16", "16"): 0.2, ("rope chunked c=8", "8"): 0.6,
+                                                ("command_a w=16", "None"): 0.4, ("rope swa w=8", "None"): 0.8})
+    by_window = tables.breakdown(df, "window")["1x train length"].droplevel(["task", "metric"])
+    assert by_window.to_dict() == pytest.approx({("rope swa w=8", "8"): 0.8, ("command_a w=16", "16"): 0.4,
+                                                 ("llama4 c=16", "None"): 0.2, ("rope chunked c=8", "None"): 0.6})
 
 
 def test_every_span_kind_is_a_results_column_a_setting_and_a_label():
@@ -299,8 +301,10 @@ def test_a_run_trained_on_a_mixture_is_judged_on_each_of_its_tasks():
     assert (marks.loc["vt", "not_learned"], marks.loc["vt", "runs"]) == (0, 2)
 
 
-def test_a_breakdown_by_window_lists_windows_in_numeric_order_and_no_window_last():
-    windows = [16, 4, None, 8]
-    df = frame([_row(f"w{w}", "rope", 0, "copy", 32, 0.5) for w in windows])
-    df["window"] = pd.Series(windows, dtype=object)  # as the store loads it: integers, None for no window
-    assert list(tables.breakdown(tables.primary(df), "window").index) == ["4", "8", "16", "None"]
+def test_a_breakdown_lists_a_schemes_settings_in_numeric_order():
+    """Mutation check: sorting a breakdown's rows by the setting's text ('128' before '16') makes this fail."""
+    lengths = [16, 4, 128, 8]
+    df = frame([_row(f"L{n}", "rope", 0, "copy", n, 1.0, config=f"c{n}", train_len=n) for n in lengths])
+    assert list(tables.breakdown(df, "train_len").index.get_level_values("train_len")) == ["4", "8", "16", "128"]
+    assert set(tables.breakdown(df, "train_len").index.get_level_values("scheme")) == {"rope"}
+    assert sorted(["None", "16", "4"], key=tables._numeric_first) == ["4", "16", "None"]  # no window: last

@@ -51,7 +51,7 @@ def test_effective_length_reads_tokens_or_a_dash_for_never():
 
 def test_breakdown_and_recency_columns_are_named():
     df = _df()
-    assert list(tables.breakdown(tables.primary(df), "spans").columns) == ["1x train length", "2x train length"]
+    assert list(tables.breakdown(df, "spans").columns) == ["1x train length", "2x train length"]
 
 
 def test_every_html_table_has_one_header_row_and_the_summary_comes_first(tmp_path):
