@@ -10,9 +10,8 @@ setting_labels ordering by the label's text ('d_model 128' before 'd_model 64'),
 tables.model_labels naming the model without its width (one setting), makes
 test_a_reversed_order_gives_tau_minus_one_and_says_so fail; the tau interval without
 stats.containing, or each setting's bootstrap seeded with None, makes
-test_the_bootstrap_interval_contains_its_point_and_rebuilds_byte_identically fail; build returning a
-section for one setting (len(order) < 1), or save keeping an old board's ranking_by_setting.csv,
-makes test_the_section_appears_only_when_a_setting_varies fail; breakdown's rows without task and
+test_the_bootstrap_interval_contains_its_point_and_rebuilds_byte_identically fail; save keeping an
+old board's ranking_by_setting.csv makes test_the_section_appears_only_when_a_setting_varies fail; breakdown's rows without task and
 metric (index scheme and setting only), or its schemes labelled over every setting at once
 (primary(df) in place of primary of each value's rows), makes
 test_breakdowns_never_average_two_metrics_or_two_schemes fail.
