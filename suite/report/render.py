@@ -147,8 +147,8 @@ def breakdown_text(column: str) -> str:
     """What a breakdown table holds."""
     return (f"Each task's headline metric (column metric) per scheme and {column}, mean over seeds of every run, "
             f"learned or not, at each multiple of the training length: one task, one metric and one scheme per "
-            f"row, so no value averages two metrics or two schemes. Schemes are named within each {column}, so a "
-            f"scheme's rows at different values of it sit together.")
+            f"row, so no value averages two metrics or two schemes. Schemes are named within each value of {column}, "
+            f"so a scheme's rows at its different values sit together.")
 
 
 SPLIT_TEXT = ("The task's evaluation set mixes splits drawn from different distributions, not all of which it "
