@@ -34,7 +34,7 @@ def _values(path):
 
 
 def test_sigkill_mid_run_then_rerun_resumes_and_matches_an_uninterrupted_run(tmp_path):
-    args = [*SMALL, "train.steps=200", "ckpt_every=10", "sweep_name=k"]
+    args = [*SMALL, "train.steps=200", "train.cap=1", "ckpt_every=10", "sweep_name=k"]  # checks, no extension
     spec = make_spec(*args)
     ckpt = files.work_dir(tmp_path / "a", "k", run_id(spec)) / "ckpt.pt"
     proc = subprocess.Popen([sys.executable, "-m", "suite.run", *args, f"results_dir={tmp_path / 'a'}",
@@ -160,7 +160,7 @@ def test_wandb_log_errors_mid_run_are_not_fatal(tmp_path, monkeypatch):
 
 
 def test_killed_sweep_skips_finished_runs_resumes_the_interrupted_one_and_matches(tmp_path):
-    base = [*[a for a in SMALL if not a.startswith("position=")], "train.steps=80", "ckpt_every=10", "sweep_name=ks"]
+    base = [*[a for a in SMALL if not a.startswith("position=")], "train.steps=80", "train.cap=1", "ckpt_every=10", "sweep_name=ks"]
     # one job after another in the sweep's own process, so the kill lands in the second run while
     # the first is stored
     multirun = [sys.executable, "-m", "suite.run", "-m", *base, "position=nope,alibi,t5", "launcher=basic"]
