@@ -72,3 +72,26 @@ def spec_for(rows: list[dict], **extra) -> dict:
     multiples = sorted({r["eval_len"] / train_len for r in rows}) or [1.0]
     tasks = [{"name": t, "params": []} for t in dict.fromkeys(r["task"] for r in rows)]
     return {"train": {"seq_len": train_len}, "eval": {"multiples": multiples}, "tasks": tasks, **extra}
+
+
+def killed_and_resumed(spec, tmp_path, monkeypatch, kill_at: int, ckpt_every: int = 5, log_every: int = 2):
+    """(uninterrupted result file, resumed result file) of ``spec``: once trained straight through
+    under ``tmp_path / "a"``, once under ``tmp_path / "b"`` interrupted at its ``kill_at``-th training
+    step (a KeyboardInterrupt from ``train_step``) and run again, resuming from its last checkpoint."""
+    from suite.run import execute
+    from suite.training import loop
+
+    straight = execute(spec, results_dir=tmp_path / "a", progress=False, ckpt_every=ckpt_every, log_every=log_every)
+    real, calls = loop.train_step, {"n": 0}
+
+    def dies(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == kill_at:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "train_step", dies)
+    with pytest.raises(KeyboardInterrupt):
+        execute(spec, results_dir=tmp_path / "b", progress=False, ckpt_every=ckpt_every, log_every=log_every)
+    monkeypatch.setattr(loop, "train_step", real)
+    return straight, execute(spec, results_dir=tmp_path / "b", progress=False, ckpt_every=ckpt_every, log_every=log_every)

@@ -10,7 +10,6 @@ import pytest
 import torch
 
 import suite.lifecycle as lifecycle
-import suite.training.loop as loop
 from suite.evaluation.check import CHECK_STREAM, check_set, make_check
 from suite.evaluation.evalsets import generate
 from suite.model.lm import PosBenchLM
@@ -19,7 +18,7 @@ from suite.results.learned import LEARNED_AT
 from suite.run import execute
 from suite.training.loop import train
 from tasks.base import Example
-from tests.conftest import make_spec
+from tests.conftest import killed_and_resumed, make_spec
 
 TINY = ["train.batch_size=4", "train.seq_len=16", "eval.n_examples=4", "eval.batch_size=4", "eval.multiples=[1]",
         "model.n_layers=2", "model.d_model=32", "logger=none", "position=rope", "train.check_examples=8"]
@@ -232,20 +231,7 @@ def test_a_run_killed_mid_extension_resumes_to_the_uninterrupted_end(tmp_path, m
     Mutation check: ``"checks": [...]`` -> ``"checks": []`` in ``save_checkpoint``
     (suite/training/checkpoint.py) makes this fail."""
     spec = make_spec(*QUICK, "train.cap=3", "sweep_name=crit")
-    straight_path = execute(spec, results_dir=tmp_path / "a", progress=False, ckpt_every=5, log_every=2)
-    real, calls = loop.train_step, {"n": 0}
-
-    def dies_at_step_33(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 33:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(loop, "train_step", dies_at_step_33)
-    with pytest.raises(KeyboardInterrupt):
-        execute(spec, results_dir=tmp_path / "b", progress=False, ckpt_every=5, log_every=2)
-    monkeypatch.setattr(loop, "train_step", real)
-    resumed_path = execute(spec, results_dir=tmp_path / "b", progress=False, ckpt_every=5, log_every=2)
+    straight_path, resumed_path = killed_and_resumed(spec, tmp_path, monkeypatch, kill_at=33)
     straight, resumed = store.read_run(straight_path), store.read_run(resumed_path)
 
     assert resumed["run"]["resumed_from"] == 30 and straight["run"]["criterion"]["steps"] == 60

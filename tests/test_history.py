@@ -11,12 +11,10 @@ test_a_resumed_runs_stored_history_equals_an_uninterrupted_runs fail."""
 import pytest
 import torch
 
-import suite.training.loop as loop
 from suite.model.lm import PosBenchLM
 from suite.results import store
-from suite.run import execute
 from suite.training.loop import train
-from tests.conftest import make_spec
+from tests.conftest import killed_and_resumed, make_spec
 
 QUICK = ["train.steps=20", "train.batch_size=4", "train.seq_len=16", "eval.n_examples=4", "eval.batch_size=4",
          "eval.multiples=[1]", "model.n_layers=2", "model.d_model=32", "logger=none", "position=rope",
@@ -56,21 +54,7 @@ def test_a_resumed_training_returns_the_whole_history(tmp_path):
 
 def test_a_resumed_runs_stored_history_equals_an_uninterrupted_runs(tmp_path, monkeypatch):
     spec = make_spec(*QUICK, "sweep_name=hist")
-    straight = store.read_run(execute(spec, results_dir=tmp_path / "a", progress=False, ckpt_every=5, log_every=2))
-
-    real, calls = loop.train_step, {"n": 0}
-
-    def dies_at_step_13(*args, **kwargs):  # after the checkpoint at step 10
-        calls["n"] += 1
-        if calls["n"] == 13:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(loop, "train_step", dies_at_step_13)
-    with pytest.raises(KeyboardInterrupt):
-        execute(spec, results_dir=tmp_path / "b", progress=False, ckpt_every=5, log_every=2)
-    monkeypatch.setattr(loop, "train_step", real)
-    resumed = store.read_run(execute(spec, results_dir=tmp_path / "b", progress=False, ckpt_every=5, log_every=2))
+    straight, resumed = map(store.read_run, killed_and_resumed(spec, tmp_path, monkeypatch, kill_at=13))  # after the checkpoint at step 10
 
     assert resumed["run"]["resumed_from"] == 10
     history = resumed["run"]["history"]
