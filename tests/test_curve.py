@@ -8,7 +8,8 @@ len(finite)`` (the band's low end the mean) makes
 test_a_cells_curve_is_the_mean_with_a_min_max_band_over_its_seeds fail; grouping by run id in
 ``curves`` whatever ``by`` says makes test_the_command_draws_a_folder_per_cell_and_prints_the_table
 fail; dropping the ``without`` message in ``main`` makes
-test_runs_stored_without_a_history_are_named_and_none_is_plotted fail."""
+test_runs_stored_without_a_history_are_named_and_none_is_plotted fail; ``of_tasks`` keeping every
+payload makes test_task_keeps_the_runs_of_the_named_tasks_and_refuses_a_task_no_run_has fail."""
 import json
 import math
 import re
@@ -215,3 +216,20 @@ def test_a_run_trained_to_criterion_is_drawn_from_its_stored_checks(tmp_path, ca
     assert "steps to learn" in out and "learned line (0.9 of the metric's best value)" in out
     assert learned[0] == [] and checks.steps[-1] == record["cap_steps"] == 12  # six steps teach it nothing
     assert "copy never learned (0 of 1, cap 12 steps)" in out
+
+
+def test_task_keeps_the_runs_of_the_named_tasks_and_refuses_a_task_no_run_has(toy, tmp_path, capsys):
+    """``--task`` picks runs by task (the README's picture draws the flagship's copy cells alone);
+    a name no run has is refused with the tasks there are."""
+    payloads = _payloads(toy)
+    vt = json.loads(json.dumps(payloads[0]))
+    vt["run"]["spec"]["taskset"] = "vt"
+    mixed = payloads + [vt]
+    assert curve.of_tasks(mixed, "vt", "posbench curve") == [vt]
+    assert curve.of_tasks(mixed, "copy, vt", "posbench curve") == mixed
+    assert curve.of_tasks(mixed, "copy", "posbench curve") == payloads
+    with pytest.raises(curve.Refused, match=r"--task 'cpy': no run of cpy here; the tasks there are: copy, vt"):
+        curve.of_tasks(mixed, "cpy", "posbench curve")
+    assert curve.main([str(toy / "toy"), "--task", "copy", "--out", str(tmp_path / "c.png")]) == 0
+    assert curve.main([str(toy / "toy"), "--task", "vt", "--out", str(tmp_path / "v.png")]) == 2
+    assert "the tasks there are: copy" in capsys.readouterr().err and not (tmp_path / "v.png").exists()

@@ -120,6 +120,18 @@ def _task(run: dict) -> str:
     return str(spec.get("taskset") or "+".join(t.get("name", "?") for t in spec.get("tasks", [])) or "?")
 
 
+def of_tasks(payloads: list[dict], wanted: str, prog: str) -> list[dict]:
+    """The payloads whose task (``_task``) is one of the comma-separated ``wanted``; a name no run
+    has is refused, naming the tasks there are."""
+    names = [t.strip() for t in wanted.split(",") if t.strip()]
+    there = sorted({_task(p["run"]) for p in payloads})
+    unknown = [t for t in names if t not in there]
+    if unknown or not names:
+        raise Refused(f"{prog}: --task {wanted!r}: no run of {', '.join(unknown) or 'an empty list'} here; "
+                      f"the tasks there are: {', '.join(there) or 'none'}", 2)
+    return [p for p in payloads if _task(p["run"]) in names]
+
+
 def _final_scores(payload: dict) -> dict[str, tuple[str, float]]:
     """{task: (headline metric, value)} at the training length, over all examples."""
     run = payload["run"]
@@ -354,10 +366,13 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.commands.cu
     p.add_argument("--runs", action="store_true", help="one curve per run, not per cell (a cell: runs identical but "
                                                       "for the seed, drawn as the mean with a min-max band)")
     p.add_argument("--out", default=None, help="the PNG to write (default: curve-<run id or source name>.png here)")
+    p.add_argument("--task", default=None, help="only the runs of these tasks (comma-separated: copy,vt)")
     args = p.parse_args(argv)
     name = Path(args.source).name.removesuffix(".jsonl.gz").removesuffix(".json") or "curve"
     out = check_output(p.prog, "--out", f"curve-{name}.png" if args.out is None else args.out, kind="file")
     payloads = load_runs(args.source, args.results)
+    if args.task is not None:
+        payloads = of_tasks(payloads, args.task, p.prog)
     by = "run" if args.runs or len(payloads) == 1 else "cell"
     found, without = curves(payloads, by=by)
     if without:
