@@ -14,7 +14,8 @@ test_the_bootstrap_interval_contains_its_point_and_rebuilds_byte_identically fai
 old board's ranking_by_setting.csv makes test_the_section_appears_only_when_a_setting_varies fail; breakdown's rows without task and
 metric (index scheme and setting only), or its schemes labelled over every setting at once
 (primary(df) in place of primary of each value's rows), makes
-test_breakdowns_never_average_two_metrics_or_two_schemes fail.
+test_breakdowns_never_average_two_metrics_or_two_schemes fail; build ranking every task of
+every setting (no shared_tasks filter) makes test_settings_are_compared_on_the_tasks_they_share_only fail.
 """
 import numpy as np
 import pandas as pd
@@ -160,3 +161,16 @@ def test_breakdowns_never_average_two_metrics_or_two_schemes():
     assert t.loc[("copy", "token_accuracy", "rope", "32"), "2x train length"] == pytest.approx(0.8)
     assert t.loc[("code", "bits_per_byte", "alibi", "64"), "1x train length"] == pytest.approx(1.5)
     assert len(t) == 8
+
+
+def test_settings_are_compared_on_the_tasks_they_share_only():
+    """The flagship's way (one task family at 32 tokens, another at 64) is no second setting of any
+    task: no section. Where settings share some tasks, only those are ranked and the rest are named."""
+    reverse = [{**r, "config_hash": r["config_hash"] + "-reverse"} for r in _rows({64: list("cba")}, task="reverse")]
+    apart = _rows({32: list("abc")}, task="copy") + reverse
+    assert settings.build(frame(apart)) is None
+    mixed = apart + _rows({64: list("abc")}, task="copy")
+    s = settings.build(frame(mixed))
+    assert s["tasks"] == ["copy"] and s["left_out"] == ["reverse"]
+    assert s["taus"].tau.tolist() == [1.0]  # counted, reverse at 64 (c first) would tie a with c
+    assert "Compared on the tasks every setting holds: copy (reverse left out: not in every setting)." in settings.text(s)
