@@ -1,8 +1,8 @@
 """The scale board (conf/sweep/scale.yaml) varies the training length and the width and nothing else.
 
-Mutation checks: listing ``+length`` before ``+family`` in conf/sweep/scale.yaml (the text family's
-own 64 then wins) fails test_every_scale_job_trains_at_its_length_option; ``batch_size: 16`` in
-conf/length/L128.yaml fails it too; ``n_heads: 2`` in conf/model/mini.yaml fails
+Mutation checks: listing ``+setting`` before ``+family`` in conf/sweep/scale.yaml (a text family's
+own 64 then wins) fails test_every_scale_job_trains_in_its_setting; ``batch_size: 16`` in
+conf/setting/tiny_L128.yaml fails it too; ``n_heads: 2`` in conf/model/mini.yaml fails
 test_the_scale_boards_two_widths_and_head_sizes."""
 import re
 
@@ -11,6 +11,7 @@ import pytest
 from tests.test_sweeps import _built_jobs
 
 CLASSIC = {"nope", "sinusoidal", "learned", "rope", "alibi", "t5"}
+SETTINGS = {("tiny", 32), ("tiny", 64), ("tiny", 128), ("mini", 32)}
 
 
 def _option(job, key):
@@ -18,17 +19,17 @@ def _option(job, key):
 
 
 @pytest.mark.exhaustive
-def test_every_scale_job_trains_at_its_length_option():
-    """Each job trains at the length its ``+length`` option names, text families included, with the
-    batch that keeps a step's tokens at 32 x 32 = 1024, and is evaluated to 8 x L."""
+def test_every_scale_job_trains_in_its_setting():
+    """Each job trains the model and at the length its ``+setting`` names, text families included,
+    with the batch that keeps a step's tokens at 32 x 32 = 1024, to criterion, evaluated to 8 x L."""
     jobs = _built_jobs("scale")
-    assert len(jobs) == 6 * 2 * 5 * 3 * 3
+    assert len(jobs) == 6 * 5 * len(SETTINGS) * 3
     for job, spec in jobs:
-        length = int(re.fullmatch(r"L(\d+)", _option(job, "+length")).group(1))
-        assert spec.train.seq_len == length, (job, spec.train.seq_len)
-        assert spec.train.batch_size * length == 1024, job
+        model, length = re.fullmatch(r"(\w+)_L(\d+)", _option(job, "+setting")).groups()
+        assert (spec.model.name, spec.train.seq_len) == (model, int(length)), (job, spec.train.seq_len)
+        assert spec.train.batch_size * spec.train.seq_len == 1024, job
         assert max(spec.eval.multiples) >= 8 and spec.train.until_learned
-    assert {spec.train.seq_len for _, spec in jobs} == {32, 64, 128}
+    assert {(s.model.name, s.train.seq_len) for _, s in jobs} == SETTINGS
 
 
 @pytest.mark.exhaustive

@@ -2,11 +2,12 @@
 settings agree.
 
 A setting is a training length and a model (its name and size, ``tables.model_labels``), named by
-what varies ('L=64 · d_model 128'); a board whose runs vary either, on tasks that two or more
-settings share, has one section. Settings are compared on the tasks every one of them holds: a
-task found in some settings only is left out, and named (the flagship trains its text family at
-64 bytes and the rest at 32 tokens, which is a choice per family, not a second setting of one
-task; its settings share no task, so it has no section):
+what varies ('L=64 · d_model 128'); a board whose runs vary either has one section. Settings are
+compared on the tasks that some run has learned in every one of them (``shared_tasks``): a task
+absent from a setting, or learned by no run there, is left out of every setting's ranking and
+named, so no two settings are ranked on different tasks. The flagship trains its text family at 64
+bytes and the rest at 32 tokens, a choice per family, not a second setting of one task: its
+settings share no task, so it has no section.
 
 * ``ranking``: per setting, the out-of-distribution MRR of each scheme computed from that setting's
   cells only, over the learned runs as the board's headline is (``tables.mrr_learned``: the rows of
@@ -109,11 +110,12 @@ def _setting(df: pd.DataFrame, metric: str | None, tie: str, reps: int, seed) ->
     return out, {s: b_ood[:, schemes.index(s)] for s in point.index}
 
 
-def shared_tasks(df: pd.DataFrame, label: pd.Series, order: list[str]) -> tuple[list[str], list[str]]:
-    """(the tasks every setting in ``order`` holds, the tasks only some hold), each sorted."""
-    held = [set(df.task[label == setting]) for setting in order]
+def shared_tasks(df: pd.DataFrame, label: pd.Series, order: list[str], metric: str | None = None
+                 ) -> tuple[list[str], list[str]]:
+    """(the tasks some run has learned in every setting of ``order``, the board's other tasks), each sorted."""
+    held = [set(tables.learned_rows(tables.primary(df[label == setting], metric)).task) for setting in order]
     every = set.intersection(*held) if held else set()
-    return sorted(every), sorted(set.union(*held) - every) if held else []
+    return sorted(every), sorted(set(df.task.dropna()) - every)
 
 
 def build(df: pd.DataFrame, metric: str | None = None, tie: str = "min", reps: int = tables.BOOTSTRAP_REPS,
@@ -124,7 +126,7 @@ def build(df: pd.DataFrame, metric: str | None = None, tie: str = "min", reps: i
     label, order = setting_labels(df)
     if len(order) < 2:
         return None
-    tasks, left_out = shared_tasks(df, label, order)
+    tasks, left_out = shared_tasks(df, label, order, metric)
     if not tasks:
         return None
     keep = df.task.isin(tasks)
@@ -235,8 +237,8 @@ def moves_display(s: dict) -> pd.DataFrame:
 def text(s: dict) -> str:
     """What the section's tables say."""
     by = " and ".join({"train_len": "training length", "model": "model (name and size)"}[c] for c in s["columns"])
-    tasks = f"Compared on the tasks every setting holds: {', '.join(s['tasks'])}"
-    tasks += f" ({', '.join(s['left_out'])} left out: not in every setting). " if s["left_out"] else ". "
+    tasks = f"Compared on the tasks some run has learned in every setting: {', '.join(s['tasks'])}"
+    tasks += f" ({', '.join(s['left_out'])} left out: absent or learned by no run in some setting). " if s["left_out"] else ". "
     return (f"This board's runs vary the {by}: {len(s['settings'])} settings. {tasks}First table: in each setting, each "
             f"scheme's rank and, in brackets, its OOD MRR computed from that setting's cells only, over the learned "
             f"runs as the headline MRR is (schemes named without the setting, so a row is one scheme in every "
