@@ -14,7 +14,9 @@ test_the_bootstrap_interval_contains_its_point_and_rebuilds_byte_identically fai
 old board's ranking_by_setting.csv makes test_the_section_appears_only_when_a_setting_varies fail; breakdown's rows without task and
 metric (index scheme and setting only), or its schemes labelled over every setting at once
 (primary(df) in place of primary of each value's rows), makes
-test_breakdowns_never_average_two_metrics_or_two_schemes fail.
+test_breakdowns_never_average_two_metrics_or_two_schemes fail; build ranking every task of
+every setting (no shared_tasks filter) makes test_settings_are_compared_on_the_tasks_learned_in_every_one fail, and so does
+shared_tasks reading every row where it reads the learned ones.
 """
 import numpy as np
 import pandas as pd
@@ -160,3 +162,22 @@ def test_breakdowns_never_average_two_metrics_or_two_schemes():
     assert t.loc[("copy", "token_accuracy", "rope", "32"), "2x train length"] == pytest.approx(0.8)
     assert t.loc[("code", "bits_per_byte", "alibi", "64"), "1x train length"] == pytest.approx(1.5)
     assert len(t) == 8
+
+
+def test_settings_are_compared_on_the_tasks_learned_in_every_one():
+    """The flagship's way (one task family at 32 tokens, another at 64) is no second setting of any
+    task: no section. Where settings share some tasks, only those are ranked and the rest are named;
+    a task no run has learned in some setting (copy at a length no scheme learns) is left out too."""
+    reverse = [{**r, "config_hash": r["config_hash"] + "-reverse"} for r in _rows({64: list("cba")}, task="reverse")]
+    apart = _rows({32: list("abc")}, task="copy") + reverse
+    assert settings.build(frame(apart)) is None
+    mixed = apart + _rows({64: list("abc")}, task="copy")
+    s = settings.build(frame(mixed))
+    assert s["tasks"] == ["copy"] and s["left_out"] == ["reverse"]
+    assert s["taus"].tau.tolist() == [1.0]  # counted, reverse at 64 (c first) would tie a with c
+    assert ("Compared on the tasks some run has learned in every setting: copy (reverse left out: absent or "
+            "learned by no run in some setting).") in settings.text(s)
+    unlearned = [{**r, "config_hash": r["config_hash"] + "-reverse"}
+                 for r in _rows({32: list("abc")}, task="reverse", at_l=0.2)]
+    s = settings.build(frame(mixed + unlearned))  # reverse at 32 held but learned by none: still left out
+    assert s["tasks"] == ["copy"] and s["left_out"] == ["reverse"] and s["taus"].tau.tolist() == [1.0]

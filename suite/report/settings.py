@@ -2,7 +2,12 @@
 settings agree.
 
 A setting is a training length and a model (its name and size, ``tables.model_labels``), named by
-what varies ('L=64 · d_model 128'); a board whose runs vary either has one section:
+what varies ('L=64 · d_model 128'); a board whose runs vary either has one section. Settings are
+compared on the tasks that some run has learned in every one of them (``shared_tasks``): a task
+absent from a setting, or learned by no run there, is left out of every setting's ranking and
+named, so no two settings are ranked on different tasks. The flagship trains its text family at 64
+bytes and the rest at 32 tokens, a choice per family, not a second setting of one task: its
+settings share no task, so it has no section.
 
 * ``ranking``: per setting, the out-of-distribution MRR of each scheme computed from that setting's
   cells only, over the learned runs as the board's headline is (``tables.mrr_learned``: the rows of
@@ -105,13 +110,27 @@ def _setting(df: pd.DataFrame, metric: str | None, tie: str, reps: int, seed) ->
     return out, {s: b_ood[:, schemes.index(s)] for s in point.index}
 
 
+def shared_tasks(df: pd.DataFrame, label: pd.Series, order: list[str], metric: str | None = None
+                 ) -> tuple[list[str], list[str]]:
+    """(the tasks some run has learned in every setting of ``order``, the board's other tasks), each sorted."""
+    held = [set(tables.learned_rows(tables.primary(df[label == setting], metric)).task) for setting in order]
+    every = set.intersection(*held) if held else set()
+    return sorted(every), sorted(set(df.task.dropna()) - every)
+
+
 def build(df: pd.DataFrame, metric: str | None = None, tie: str = "min", reps: int = tables.BOOTSTRAP_REPS,
           seed: int = tables.BOOTSTRAP_SEED) -> dict | None:
-    """The section's tables (``ranking``, ``taus``, ``moves``) and ``finding``, or None when the
-    board's runs share one setting."""
+    """The section's tables (``ranking``, ``taus``, ``moves``) and ``finding`` over the tasks every
+    setting holds (``tasks``; ``left_out``: the others), or None when the board's runs share one
+    setting or its settings share no task."""
     label, order = setting_labels(df)
     if len(order) < 2:
         return None
+    tasks, left_out = shared_tasks(df, label, order, metric)
+    if not tasks:
+        return None
+    keep = df.task.isin(tasks)
+    df, label = df[keep], label[keep]
     ranked, samples = [], {}
     for i, setting in enumerate(order):
         t, samples[setting] = _setting(df[label == setting], metric, tie, reps, [seed, i])
@@ -121,8 +140,8 @@ def build(df: pd.DataFrame, metric: str | None = None, tie: str = "min", reps: i
     taus = pd.DataFrame([_tau(ranking, samples, a, b) for k, a in enumerate(order) for b in order[k + 1:]],
                         columns=TAU_COLUMNS)
     moves = _moves(ranking, order)
-    return {"settings": order, "columns": varied(df), "ranking": ranking, "taus": taus, "moves": moves,
-            "finding": finding(taus, moves)}
+    return {"settings": order, "columns": varied(df), "tasks": tasks, "left_out": left_out, "ranking": ranking,
+            "taus": taus, "moves": moves, "finding": finding(taus, moves)}
 
 
 def _tau(ranking: pd.DataFrame, samples: dict, a: str, b: str) -> dict:
@@ -218,7 +237,9 @@ def moves_display(s: dict) -> pd.DataFrame:
 def text(s: dict) -> str:
     """What the section's tables say."""
     by = " and ".join({"train_len": "training length", "model": "model (name and size)"}[c] for c in s["columns"])
-    return (f"This board's runs vary the {by}: {len(s['settings'])} settings. First table: in each setting, each "
+    tasks = f"Compared on the tasks some run has learned in every setting: {', '.join(s['tasks'])}"
+    tasks += f" ({', '.join(s['left_out'])} left out: absent or learned by no run in some setting). " if s["left_out"] else ". "
+    return (f"This board's runs vary the {by}: {len(s['settings'])} settings. {tasks}First table: in each setting, each "
             f"scheme's rank and, in brackets, its OOD MRR computed from that setting's cells only, over the learned "
             f"runs as the headline MRR is (schemes named without the setting, so a row is one scheme in every "
             f"setting; rank 1 plus the number of schemes with a higher MRR; '-': not ranked there). Second: "
