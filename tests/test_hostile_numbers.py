@@ -250,7 +250,7 @@ def test_the_stored_model_name_is_derived_from_the_sizes():
     model are stated in the name. Mutation check: ``m["name"] = model_name(m)`` removed from
     suite/config/build.py build makes this fail."""
     assert model_catalogue()["tiny"] == {"n_layers": 4, "d_model": 64, "n_heads": 4, "d_ff": 192}
-    assert re.match(r"model\.name='enormous' names no model of conf/model; valid: base, small, tiny",
+    assert re.match(r"model\.name='enormous' names no model of conf/model; valid: base, mini, small, tiny",
                     _refusal(["model.name=enormous"]))
     name = lambda *o: build(compose_config(list(o)), probe_tasks=False).model.name  # noqa: E731
     assert name() == "tiny" and name("model=small") == "small"
