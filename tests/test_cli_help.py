@@ -108,6 +108,7 @@ def _completions(line: str, full: bool) -> tuple[list[str], list[str]]:
     return words.split(), json.loads(modules)
 
 
+@pytest.mark.exhaustive  # 25 s of two full Hydra paths; test_the_snapshot_is_current guards make test
 def test_run_help_and_completion_from_the_snapshot_equal_the_full_paths():
     assert store_snapshot.current() is not None, "the snapshot is stale: run make store-snapshot"
     for line in ("posbench run position=al", "posbench run position=alibi position.", "posbench run span=swa span.w",
