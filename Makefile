@@ -37,7 +37,7 @@ test: install ## run the test suite on every core (TEST_JOBS=auto), printing the
 test-exhaustive: install ## the rest of the parametrized grids (every scheme x span x path); CI runs it after make test
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal --durations=15 -m exhaustive tests
 
-sweep: install ## run a sweep (SWEEP=default|flagship|kz|windows|hybrids|zoo|state|flipflop_path|lm|recipe|gpu|lm_gpu), then its report; RESUME=published first unpacks published/<sweep>.jsonl.gz so its runs are not trained again
+sweep: install ## run a sweep (SWEEP=default|flagship|kz|windows|hybrids|zoo|state|flipflop_path|lm|scale|recipe|gpu|gpu_copy|lm_gpu), then its report; RESUME=published first unpacks published/<sweep>.jsonl.gz so its runs are not trained again
 	$(if $(filter published,$(RESUME)),$(BIN)/python -m suite.results.shipped unpack $(SWEEP) --results $(or $(call arg,results_dir),results),$(if $(RESUME),@echo "RESUME=$(RESUME): valid: published"; exit 2))
 	$(BIN)/python -m suite.run +sweep=$(SWEEP) $(ARGS)
 	$(MAKE) --no-print-directory report SWEEP=$(or $(call arg,sweep_name),$(SWEEP)) RESULTS=$(or $(call arg,results_dir),results)

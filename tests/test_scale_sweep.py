@@ -3,7 +3,8 @@
 Mutation checks: listing ``+setting`` before ``+family`` in conf/sweep/scale.yaml (a text family's
 own 64 then wins) fails test_every_scale_job_trains_in_its_setting; ``batch_size: 16`` in
 conf/setting/tiny_L128.yaml fails it too; ``n_heads: 2`` in conf/model/mini.yaml fails
-test_the_scale_boards_two_widths_and_head_sizes."""
+test_the_scale_boards_two_widths_and_head_sizes; ``seq_len: 256`` in conf/sweep/gpu_copy.yaml fails
+test_the_gpu_board_trains_the_classic_six_on_copy_at_512_with_small."""
 import re
 
 import pytest
@@ -52,3 +53,16 @@ def test_the_scale_boards_tiny_runs_at_32_on_synthetic_tasks_are_the_flagships_o
     assert len(shared) == 6 * 3 * 3
     assert {(s.taskset, s.model.name, s.train.seq_len) for s in shared} == {
         (t, "tiny", 32) for t in ("copy", "niah_multivalue", "vt")}
+
+
+def test_the_gpu_board_trains_the_classic_six_on_copy_at_512_with_small():
+    """conf/sweep/gpu_copy.yaml, what scripts/gpu_copy.sh trains: the classic six on copy at L = 512,
+    the small model (head size 32) under the GPU recipe, to criterion with a cap of 2 x, to 8 x L."""
+    jobs = _built_jobs("gpu_copy")
+    assert len(jobs) == 6 * 2
+    specs = [s for _, s in jobs]
+    assert {layer.position for s in specs for layer in s.model.layers} == CLASSIC
+    for s in specs:
+        assert (s.taskset, s.model.name, s.model.d_model // s.model.n_heads, s.train.seq_len) == ("copy", "small", 32, 512)
+        assert (s.train.device, s.train.precision, s.train.compile, s.train.fused_optimizer) == ("cuda", "bf16", True, True)
+        assert s.train.until_learned and s.train.cap == 2.0 and max(s.eval.multiples) == 8
