@@ -75,8 +75,8 @@ lmeval: install ## score a stored run with lm-eval (RUN=<run id, hash, result fi
 	@test -n "$(RUN)" || { echo "set RUN=<run id, its hash, result file or _work/<run_id> folder>"; exit 2; }
 	$(BIN)/python -m suite.lmeval --run $(RUN) --tasks $(TASKS) $(ARGS)
 
-reproduce: install ## rerun K runs (default 3) of a published sweep, each judged by the prediction interval of one new run from its cell's seeds (SWEEP=..., K=...); CELLS=N instead reruns every seed of N cells and compares the means with Welch's interval
-	$(BIN)/python -m suite.reproduce $(SWEEP) $(if $(CELLS),--cells $(CELLS),-k $(or $(K),3))
+reproduce: install ## rerun K runs (default 3) of a published sweep, each judged by the prediction interval of one new run from its cell's seeds (SWEEP=..., K=...); CELLS=N instead reruns every seed of N cells and compares the means with Welch's interval (OUT=page.md also writes that table)
+	$(BIN)/python -m suite.reproduce $(SWEEP) $(if $(CELLS),--cells $(CELLS),-k $(or $(K),3))$(if $(OUT), --out $(OUT))
 
 store-snapshot: install ## rewrite suite/config/store_snapshot.json, which answers posbench run --help and tab completion without torch (after an edit to the schema, a scheme, a task or a conf/ YAML)
 	$(BIN)/python -m suite.config.store_snapshot

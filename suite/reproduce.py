@@ -248,9 +248,10 @@ def choose_cells(prog: str, cells: dict[str, list[str]], named: list[str], k: in
 
 
 def cells_main(prog: str, source: Path, found: dict[str, dict], named: list[str], k: int | None, seed: int,
-               results: Path, sweep: str) -> int:
+               results: Path, sweep: str, out: Path | None = None, argv: list[str] | None = None) -> int:
     """``--cells K`` / ``--cell SCHEME/TASK``: rerun every seed of the chosen cells, then print
-    ``reproduction.cell_table`` and its summary line; 1 when a comparison is separated."""
+    ``reproduction.cell_table`` and its summary line; 1 when a comparison is separated. ``out``
+    also gets them as a Markdown page, with the command (``argv``) and both numeric signatures."""
     from suite.report import reproduction, tables
     from suite.results.numerics import label, signature
 
@@ -266,6 +267,14 @@ def cells_main(prog: str, source: Path, found: dict[str, dict], named: list[str]
     table = reproduction.cell_table(published, rerun_rows(chosen, paths), picked)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
     print(reproduction.summary(table))
+    if out is not None:
+        shipped = sorted({label(p["run"]["numeric"]) for rid, p in found.items()
+                          if rid in chosen and p["run"].get("numeric")}) or ["not recorded"]
+        command = " ".join(["python -m suite.reproduce", *(argv or [])])
+        files.write_atomic(out, f"# Cells of `{sweep}` rerun\n\n`{command}`\n\nPublished runs computed on: "
+                                f"{'; '.join(shipped)}.\n\nRerun on: {label(signature())}.\n\nCells: "
+                                f"{', '.join(picked)}.\n\n{table.to_markdown(index=False, floatfmt='.4f')}\n\n"
+                                f"{reproduction.summary(table)}\n")
     return 1 if reproduction.separated(table) or not (table.n_rerun > 0).any() else 0
 
 
@@ -275,7 +284,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.reproduce")
     p.add_argument("sweep", nargs="?", help="a published sweep: reads published/<sweep>.jsonl.gz")
     p.add_argument("--boards", nargs=2, type=Path, metavar=("PUBLISHED", "OTHER"),
                    help="compare two leaderboard.csv files of one sweep cell by cell instead (no training)")
-    p.add_argument("--out", help="with --boards: also write the comparison to this Markdown file")
+    p.add_argument("--out", help="with --boards or the cell mode: also write the comparison to this Markdown file")
     p.add_argument("-k", type=int, default=None, help="how many runs to rerun, drawn by --seed (default 3)")
     p.add_argument("--seed", type=int, default=0, help="the draw of the k runs or K cells (default 0)")
     p.add_argument("--run", action="append", default=[], metavar="RUN_ID", help="rerun this run (repeatable; replaces -k)")
@@ -289,8 +298,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.reproduce")
     p.add_argument("--results", default="results/reproduce", help="where the reruns are stored")
     args = p.parse_args(argv)
     cell_mode = args.cells is not None or bool(args.cell)
-    if args.out is not None and not args.boards:
-        p.exit(2, f"{p.prog}: error: --out is for --boards (a rerun is stored under --results)\n")
+    if args.out is not None and not (args.boards or cell_mode):
+        p.exit(2, f"{p.prog}: error: --out is for --boards and the cell mode (--cells, --cell); a rerun of "
+                  f"single runs is stored under --results\n")
     if args.boards:
         if cell_mode or args.run or args.k is not None:
             p.exit(2, f"{p.prog}: error: --boards compares two boards; it takes no -k, --run, --cells or --cell\n")
@@ -317,7 +327,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.reproduce")
     with warnings_on_stderr():
         found = {payload["run"]["run_id"]: payload for _, payload in store.payloads(source)}
     if cell_mode:
-        return cells_main(p.prog, source, found, args.cell, args.cells, args.seed, Path(args.results), args.sweep)
+        out = None if args.out is None else check_output(p.prog, "--out", args.out, kind="file")
+        return cells_main(p.prog, source, found, args.cell, args.cells, args.seed, Path(args.results), args.sweep,
+                          out, list(sys.argv[1:] if argv is None else argv))
     unknown = [r for r in args.run if r not in found]
     if unknown:
         p.exit(2, f"{p.prog}: error: --run {unknown[0]!r} is not a run of {source} ({len(found)} runs; "

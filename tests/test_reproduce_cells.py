@@ -228,3 +228,25 @@ def test_help_names_both_modes_and_how_a_cell_is_named(capsys):
     assert "prediction interval of ONE new draw" in out
     assert "A cell is named SCHEME/TASK" in out and "Welch's two-sample 95 % interval" in out
     assert "--cells K" in out and "--cell SCHEME/TASK" in out
+
+
+def test_cell_mode_writes_its_table_to_out_and_refuses_out_for_single_runs(runs, tmp_path, fake_rerun, capsys):
+    """``--out`` with the cell mode writes the command, both machines' numeric signatures, the
+    cells and the table with its summary as Markdown, so a README figure has a file to be read from;
+    with single reruns ``--out`` is refused before anything is rerun.
+    Mutation check: dropping the ``write_atomic`` in ``cells_main`` makes this fail."""
+    args = publish(runs, tmp_path, lambda scheme, seed, n: 0.5)
+    fake_rerun.value = lambda scheme, seed, n: 0.5
+    page = tmp_path / "cells" / "c.md"
+    assert reproduce.main([*args, "--cell", "rope/copy", "--out", str(page)]) == 0
+    text = page.read_text()
+    assert text.startswith("# Cells of `c` rerun\n\n`python -m suite.reproduce ") and "--cell rope/copy" in text
+    assert "Rerun on: torch " in text and "Cells: rope/copy." in text
+    assert "cells: 1; cell x length comparisons: 2; same: 2; not separated: 0; better: 0; worse: 0" in text
+    rows = [line for line in text.splitlines() if line.startswith("| rope/copy")]
+    assert len(rows) == 2 and all(line.rstrip(" |").endswith("same") for line in rows)  # one row per eval length
+    fake_rerun.calls.clear()
+    with pytest.raises(SystemExit) as e:
+        reproduce.main([*args, "-k", "1", "--out", str(tmp_path / "x.md")])
+    assert e.value.code == 2 and "--out is for --boards and the cell mode" in capsys.readouterr().err
+    assert fake_rerun.calls == [] and not (tmp_path / "x.md").exists()
