@@ -9,6 +9,9 @@ from suite.config.build import build
 
 warnings.filterwarnings("ignore", message=".*flex_attention.*")
 
+# a board shipped before runs were trained to criterion (tests/data/README.md)
+PRE_CRITERION = os.path.join(os.path.dirname(__file__), "data", "pre_criterion_default.jsonl.gz")
+
 if os.environ.get("PYTEST_XDIST_WORKER"):  # one test process per core (make test): one torch thread each
     torch.set_num_threads(1)
 

@@ -89,6 +89,9 @@ def _child(job: dict, out_path: str, err_path: str | None = None) -> None:
         if script:
             runpy.run_path(script, run_name="__main__")
         else:
+            # the entry module runs fresh, as in a new interpreter, even when a module warmed
+            # after it imported it into the parent again (runpy warns of a module already loaded)
+            sys.modules.pop(job["module"], None)
             runpy.run_module(job["module"], run_name="__main__", alter_sys=True)
     except SystemExit as exit_:
         if isinstance(exit_.code, str):

@@ -15,6 +15,7 @@ from suite.report import compare, render, summary, tables
 from suite.results import store
 from suite.results.learned import LEARNED_AT, check_rows, headline_rows, learned
 from tests.criterion_runs import criterion_metrics, write_runs  # noqa: F401 (a fixture)
+from tests.conftest import PRE_CRITERION
 
 # copy, trained at 32: the eval score at L and the check score disagree for every rope run (by the
 # eval rule 1 of 3 rope runs has not learned, by the check 2 of 3)
@@ -66,15 +67,15 @@ def test_every_board_counts_the_runs_the_check_judges(tmp_path, criterion_metric
 
 
 def test_shipped_rows_without_check_rows_are_judged_as_before():
-    """A shipped board has no criterion rows: every run is judged by its eval score at L, so the
-    not-learned counts are those the published reports state."""
+    """A board shipped before the protocol has no criterion rows: every run is judged by its eval
+    score at L, so the not-learned count is the one its report stated (2 of the default's 36)."""
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        df = store.load(store.shipped_path("flagship"))
+        df = store.load(PRE_CRITERION)
     assert check_rows(df).empty
     rows = tables.primary(df)
     assert rows.learned.to_numpy().tolist() == rows.join(
         learned(rows.drop(columns="learned")).rename("again"), on=["run_id", "task"]).again.to_numpy().tolist()
-    assert int((~rows.drop_duplicates(["run_id", "task"]).learned).sum()) == 6  # the six the issue names
+    assert int((~rows.drop_duplicates(["run_id", "task"]).learned).sum()) == 2  # NoPE copy s2, sinusoidal copy s1

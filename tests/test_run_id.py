@@ -10,7 +10,7 @@ import warnings
 
 from suite.results import store
 from suite.results.identity import run_id, span_label
-from tests.conftest import make_spec
+from tests.conftest import PRE_CRITERION, make_spec
 
 
 def _fields(rid: str) -> list[str]:
@@ -41,5 +41,5 @@ def test_shipped_rows_keep_their_stored_ids():
     warning and with their ids as stored (nothing recomputes an id from a spec on reading)."""
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        df = store.load(store.shipped_path("default"))
+        df = store.load(PRE_CRITERION)
     assert "alibi-uniform-copy-s0-5e6242bbbc93" in set(df.run_id) and df.run_id.nunique() == 36

@@ -22,6 +22,7 @@ from suite.report import render, steps, tables
 from suite.report.__main__ import main as report_main
 from suite.results import store
 from tests.criterion_runs import criterion_metrics, write_runs  # noqa: F401 (a fixture)
+from tests.conftest import PRE_CRITERION
 
 # copy trained at 32 for 200 steps, cap 4 x 200 = 800 steps
 STEP_RUNS = [
@@ -81,7 +82,7 @@ def test_shipped_rows_build_no_steps_table():
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        df = store.load(store.shipped_path("default"))
+        df = store.load(PRE_CRITERION)
     r = render.build(df, "default")
     assert r["steps"].empty and "Steps to learn" not in render.markdown(r)
 
