@@ -124,7 +124,8 @@ class SweepProgress:
     """Job ``k`` (1-based) of a sweep of ``n`` jobs, ``parallel`` at a time, whose jobs record their
     end in ``ledger``. The time left is the runs not yet done times the mean wall time of the runs
     this invocation trained, divided by ``parallel``; runs found already stored (skipped, or copied
-    from another sweep's folder) count as done but not in that mean, since they take no time."""
+    from another sweep's folder) and jobs the sweep's ``skip`` list leaves out count as done but not
+    in that mean, since they take no time."""
 
     def __init__(self, k: int, n: int, parallel: int, ledger=None):
         self.k, self.n, self.parallel = k, n, max(1, parallel)
@@ -162,11 +163,14 @@ class SweepProgress:
 
     def status(self, done: Optional[list[dict]] = None) -> str:
         """'4 of 36 done (2 already stored), about 12m30s left at 1m15s a run, 2 at a time', from the
-        ledger's lines (``done``, default: all of them now)."""
+        ledger's lines (``done``, default: all of them now); jobs left out by the sweep are named
+        apart ('(1 already stored, 3 left out)')."""
         done = self.done() if done is None else done
         trained = [float(e["wall_s"]) for e in done if e.get("trained")]
-        stored = len(done) - len(trained)
-        count = f"{len(done)} of {self.n} done" + (f" ({stored} already stored)" if stored else "")
+        left_out = sum(1 for e in done if e.get("left_out"))
+        stored = len(done) - len(trained) - left_out
+        said = [f"{stored} already stored"] * bool(stored) + [f"{left_out} left out"] * bool(left_out)
+        count = f"{len(done)} of {self.n} done" + (f" ({', '.join(said)})" if said else "")
         if len(done) >= self.n:
             return count
         if not trained:
@@ -179,16 +183,20 @@ class SweepProgress:
         """'run 3 of 36: rope full copy seed 0 | 2 of 36 done, ...': what a job prints first."""
         return f"run {self.k} of {self.n}: {label} | {self.status()}"
 
-    def finish(self, trained: bool, wall_s: float) -> str:
-        """Record this job's end in the ledger (one appended line) and return the line a job prints last."""
+    def finish(self, trained: bool, wall_s: float, left_out: bool = False) -> str:
+        """Record this job's end in the ledger (one appended line) and return the line a job prints
+        last; ``left_out``: the sweep's ``skip`` list left this job out."""
         entry = {"job": self.k, "trained": bool(trained), "wall_s": round(float(wall_s), 3)}
+        if left_out:
+            entry["left_out"] = True
         if self.ledger is None:
             self._kept.append(entry)
         else:
             self._append(json.dumps(entry) + "\n")
         done = self.done()  # up to this job's own line: what another job appends after it is its own news
         mine = max((i for i, e in enumerate(done) if e.get("job") == self.k), default=len(done) - 1)
-        return f"run {self.k} of {self.n} {'finished' if trained else 'already stored'} | {self.status(done[:mine + 1])}"
+        how = "finished" if trained else ("left out" if left_out else "already stored")
+        return f"run {self.k} of {self.n} {how} | {self.status(done[:mine + 1])}"
 
     def _append(self, line: str) -> None:
         fd = os.open(self.ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

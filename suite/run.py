@@ -153,6 +153,32 @@ def override_problem(argv: list[str]) -> str | None:
     return None
 
 
+def skip_reason(skip, choices: dict) -> str | None:
+    """Why this job is one a sweep's ``skip`` list leaves out, or None. Each entry maps config groups
+    to options (``{family: copy, setting: tiny_L128, why: ...}``); a job whose group ``choices``
+    (Hydra's ``runtime.choices``) hold every one of them is skipped, with the entry's ``why``. An
+    entry naming a group with no folder under conf/, or an option that group has no file for, is a
+    bad configuration: a misspelt entry would otherwise skip nothing, silently."""
+    for entry in skip or ():
+        entry = dict(entry)
+        why = entry.pop("why", None)
+        if not entry:
+            raise spec_mod.SpecError(f"skip entry {dict(entry, why=why)} names no config group")
+        for group, option in entry.items():
+            folder = CONF_DIR / group
+            if not folder.is_dir():
+                groups = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir() and not p.name.startswith("_"))
+                raise spec_mod.SpecError(f"skip entry names group {group!r}, not a config group; valid: {', '.join(groups)}")
+            if not (folder / f"{option}.yaml").is_file():
+                options = sorted(p.stem for p in folder.glob("*.yaml"))
+                raise spec_mod.SpecError(f"skip entry names {group}={option!r}, not an option of {group}; valid: "
+                                         f"{', '.join(options)}")
+        if all(str(choices.get(group)) == str(option) for group, option in entry.items()):
+            named = ", ".join(f"{g}={o}" for g, o in entry.items())
+            return f"the sweep leaves out {named}" + (f": {why}" if why else "")
+    return None
+
+
 def sweep_progress() -> SweepProgress | None:
     """This job's place in its multirun ("run k of N", the time left), or None outside one: the
     job's number is Hydra's ``hydra.job.num`` and the count is the one the sweep's callback wrote
@@ -173,6 +199,14 @@ def sweep_progress() -> SweepProgress | None:
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     try:
+        if cfg.get("skip"):
+            from hydra.core.hydra_config import HydraConfig
+
+            if (why := skip_reason(cfg.skip, dict(HydraConfig.get().runtime.choices))) is not None:
+                log.info("skip %s: %s", " ".join(HydraConfig.get().overrides.task), why)
+                if (sweep := sweep_progress()) is not None:
+                    log.info("%s", sweep.finish(False, 0.0, left_out=True))
+                return
         spec, device = preflight(cfg)
         check_results_dir(cfg.results_dir, spec.sweep)
     except spec_mod.SpecError as err:

@@ -234,6 +234,16 @@ def test_the_time_left_is_the_mean_trained_run_times_the_runs_left_over_the_para
     assert first.status().startswith("3 of 10 done")
 
 
+def test_a_job_the_sweep_leaves_out_counts_as_done_apart_from_stored_runs_and_takes_no_time(tmp_path):
+    """Mutation check: counting left-out jobs as stored in ``SweepProgress.status`` makes this fail."""
+    ledger = tmp_path / "ledger.jsonl"
+    assert SweepProgress(1, 4, 1, ledger).finish(False, 0.0, left_out=True) == \
+        "run 1 of 4 left out | 1 of 4 done (1 left out), time left known after the first trained run"
+    SweepProgress(2, 4, 1, ledger).finish(False, 0.1)
+    assert SweepProgress(3, 4, 1, ledger).finish(True, 30.0) == \
+        "run 3 of 4 finished | 3 of 4 done (1 already stored, 1 left out), about 30s left at 30s a run, 1 at a time"
+
+
 def test_a_run_label_names_scheme_span_size_pattern_task_and_seed():
     """Mutation check: in suite/progress.py ``run_label``, leaving out the span makes this fail."""
     from suite.results.identity import run_columns

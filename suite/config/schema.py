@@ -144,6 +144,9 @@ class PosBenchConf:
     log_every: int = option(10, ge=1)
     threads: int = option(1, ge=0, doc="torch threads per run (0: all cores)")
     jobs: int = option(2, ge=1, doc="runs at once under launcher=local (its hydra.launcher.n_jobs)")
+    skip: List[Dict[str, str]] = field(default_factory=list, metadata={
+        "doc": "grid points a sweep leaves out: each entry names config-group options (family: copy, setting: "
+               "tiny_L128) and says why (why: ...); a job whose choices match every option of an entry is not run"})
 
 
 SCHEME_DEFAULTS = "scheme_defaults"  # the ConfigStore group of every scheme's defaults
