@@ -3,7 +3,8 @@
 Mutation checks: in suite/report/readme_check.py _held, an interval matched on its mean alone
 (found.group(1) == quoted.group(1) for intervals too) makes
 test_a_quoted_interval_must_be_the_reports_to_the_last_digit fail; report_rows keeping the
-not-learned mark in the label makes test_a_row_is_read_against_the_reports_rows_of_its_label fail;
+not-learned mark in the label, or keeping only the label without it, makes
+test_a_row_is_read_against_the_reports_rows_of_its_label fail;
 deleting the markers from README.md makes test_the_readme_quotes_only_numbers_its_reports_hold fail."""
 import subprocess
 import sys
@@ -59,11 +60,17 @@ def test_a_quoted_interval_must_be_the_reports_to_the_last_digit(tmp_path):
 
 
 def test_a_row_is_read_against_the_reports_rows_of_its_label(tmp_path):
-    """'rope' in README finds the report's 'rope (1 of 3 not learned)' row; a number of another
+    """'rope' in README finds the report's 'rope (1 of 3 not learned)' row, and so does that label as
+    the report writes it, but not with another count; a number of another
     scheme's row is no match; a label the report lacks, a missing report, a marker with no table
     are named."""
     other_row = _readme(tmp_path, "| rope | 0.31 [0.26, 0.40] | 0.98 | 0.35 |\n")  # 0.35 is alibi's
     assert readme_check.mismatches(other_row, tmp_path) == ["README.md:7: rope: 0.35 is not in reports/toy/index.md"]
+    as_shown = _readme(tmp_path, "| rope (1 of 3 not learned) | 0.98 | 0.11 |\n")  # the report's row, copied with its mark
+    assert readme_check.mismatches(as_shown, tmp_path) == []
+    other_mark = _readme(tmp_path, "| rope (2 of 3 not learned) | 0.98 | 0.11 |\n")  # a mark the report does not give
+    assert readme_check.mismatches(other_mark, tmp_path) == [
+        "README.md:7: reports/toy/index.md has no row 'rope (2 of 3 not learned)'"]
     unknown = _readme(tmp_path, "| xpos | 0.31 [0.26, 0.40] | 0.98 | 0.11 |\n")
     assert readme_check.mismatches(unknown, tmp_path) == ["README.md:7: reports/toy/index.md has no row 'xpos'"]
     missing = _readme(tmp_path, "| rope | 0.31 [0.26, 0.40] | 0.98 | 0.11 |\n", source="reports/gone/index.md")

@@ -63,13 +63,15 @@ def marked_tables(text: str) -> list[tuple[int, str, list[tuple[int, list[str]]]
 
 
 def report_rows(text: str) -> dict[str, list[list[str]]]:
-    """{label: [cells after the label, of every table row of the report with that label]}, the label
-    without its not-learned mark."""
+    """{label: [cells after the label, of every table row of the report with that label]}: a row is
+    found by its label without its not-learned mark, and a marked row also by its label with the
+    mark, so README may copy the report's row as it stands, mark and all, and the mark must agree."""
     rows: dict[str, list[list[str]]] = {}
     for line in text.splitlines():
         if line.lstrip().startswith("|") and not _is_rule(line):
             cells = _cells(line)
-            rows.setdefault(MARK.sub("", cells[0]), []).append(cells[1:])
+            for label in {MARK.sub("", cells[0]), cells[0]}:
+                rows.setdefault(label, []).append(cells[1:])
     return rows
 
 
