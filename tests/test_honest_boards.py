@@ -75,6 +75,7 @@ def test_an_mrr_at_its_ceiling_keeps_its_point_inside_the_interval():
     assert m.loc["a", "mrr_ood"] == 1.0
     assert m.loc["a", "mrr_ood_low"] < 1.0 and m.loc["a", "mrr_ood_high"] == 1.0
 
+
 def test_a_four_task_run_among_one_task_runs_is_ranked_on_the_shared_task_only():
     """a and b ran copy only; mix, one run trained on four tasks, scores 0.99 on the three no one
     else ran. Ranked there it would take MRR (1/2 + 1 + 1 + 1) / 4 = 0.875; it is ranked on copy
