@@ -114,7 +114,7 @@ def _verdict(mrr: pd.DataFrame, runs: pd.DataFrame) -> str:
     left_out = _left_out(runs)
     if left_out and mrr[["mrr_ood", "mrr_all"]].isna().all().all():
         return "No two schemes have learned runs in a cell they share: nothing is ranked over learned runs." + left_out
-    return verdict.verdict(mrr) + left_out
+    return verdict.verdict(mrr) + verdict.partial_leader(mrr) + left_out
 
 
 def _left_out(runs: pd.DataFrame) -> str:

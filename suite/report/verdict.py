@@ -54,6 +54,35 @@ def verdict(mrr: pd.DataFrame) -> str:
             f"({_interval(second, name, digits)}); separated from the second at the 95 % level: {separated}.")
 
 
+def partial_leader(mrr: pd.DataFrame) -> str:
+    """' stickbreaking is ranked on copy, flipflop, niah_multivalue only: it learned no run of vt, which
+    the MRR over learned runs leaves out for it; over every run, path ranks first (0.61 [0.56, 0.67]).'
+    when the first scheme by the learned runs' OOD MRR is ranked on fewer tasks than the board ranks
+    (``ranked_on``, against the union over schemes), else ''. A scheme that failed to learn a whole
+    task drops that task from its own MRR, so its first place may come from the tasks it avoided;
+    the MRR over every run (``mrr_ood_every_run``) says who leads when nothing is left out.
+    ``mrr``: ``tables.mrr_learned``."""
+    every = "mrr_ood_every_run"
+    if mrr.empty or "ranked_on" not in mrr or every not in mrr or mrr.mrr_ood.isna().all():
+        return ""
+    ranked = mrr[mrr.mrr_ood.notna()].sort_values("mrr_ood", ascending=False, kind="stable")
+    top = ranked.iloc[0]
+    on = lambda r: {t for t in str(r).split(", ") if t}  # noqa: E731
+    board, its = set().union(*map(on, ranked.ranked_on)), on(top.ranked_on)
+    missing = sorted(board - its)
+    if not missing or not its:
+        return ""
+    leader = mrr[mrr[every].notna()].sort_values(every, ascending=False, kind="stable")
+    if leader.empty:
+        return ""
+    lead = leader.iloc[0]
+    who = (f"it still ranks first ({_interval(lead, every)})" if lead.scheme == top.scheme
+           else f"{lead.scheme} ranks first ({_interval(lead, every)}), {top.scheme} {_interval(top, every)}")
+    task = "that task" if len(missing) == 1 else "those tasks"
+    return (f" {top.scheme} is ranked on {', '.join(sorted(its))} only: it learned no run of {', '.join(missing)}, "
+            f"and the MRR over learned runs leaves {task} out for it; over every run, {who}.")
+
+
 def _values(series: pd.Series) -> str:
     """The distinct values, sorted, as plain numbers: '32', '32, 64'."""
     return ", ".join(f"{x:g}" for x in sorted(pd.to_numeric(series, errors="coerce").dropna().unique())) or "not recorded"
