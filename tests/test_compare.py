@@ -133,7 +133,7 @@ def test_a_spec_stored_before_an_option_existed_matches(tmp_path):
 
 def test_the_models_name_is_a_label_not_the_configuration(tmp_path):
     """'tiny(n_heads=4)' and 'tiny' with equal sizes are one model (today's sweep files name an
-    overridden model so, while the shipped kz and flipflop_path boards say 'tiny').
+    overridden model so, while rows stored by older code say 'tiny').
 
     Mutation check: keeping ``model.name`` in ``compare.configuration`` makes this fail."""
     a, b = _pair(tmp_path, model_name="tiny(n_heads=4)")
