@@ -489,7 +489,7 @@ def scheme_order(board: pd.DataFrame) -> list[str]:
     value (0 for a share; for an unbounded loss, the worst score shown); schemes with no score at
     all last; ties by name."""
     stored = board.reindex(columns=["higher_is_better", "low", "high"])  # a board without them: a share
-    signs = stored.higher_is_better.fillna(True).map(sign)
+    signs = stored.higher_is_better.astype(object).where(stored.higher_is_better.notna(), True).map(sign)
     signed = board["mean"] * signs
     floor = signs * stored.low.fillna(0.0).where(signs > 0, stored.high.fillna(1.0)).astype(float)
     shown = signed[board.n > 0].min() if (board.n > 0).any() else 0.0
