@@ -143,13 +143,12 @@ def test_a_first_place_won_without_a_task_it_never_learned_is_named_with_the_eve
     """A scheme that learned no run of vt drops vt from its own learned-runs MRR; when that scheme
     ranks first, the verdict names the task it left out and the scheme first over every run.
 
-    Mutation check: computing ``missing`` as ``board & its`` (or dropping the sentence from
-    render._verdict) makes this fail."""
+    Mutation check: computing ``missing`` as ``board & its`` makes this fail."""
     board = _learned_mrr([("stickbreaking", 0.73, 0.72, 0.74, "copy, flipflop", 0.57, 0.56, 0.58),
                           ("path", 0.61, 0.55, 0.68, "copy, flipflop, vt", 0.61, 0.55, 0.67),
                           ("rope", 0.12, 0.11, 0.17, "copy, flipflop, vt", 0.12, 0.08, 0.17)])
     assert verdict.partial_leader(board) == (
-        " stickbreaking is ranked on copy, flipflop only: it learned no run of vt, and the MRR over learned runs "
+        " stickbreaking is ranked on copy, flipflop only: it has no learned run of vt, and the MRR over learned runs "
         "leaves that task out for it; over every run, path ranks first (0.61 [0.55, 0.67]), stickbreaking 0.57 "
         "[0.56, 0.58].")
     board.loc[0, ["mrr_ood_every_run", "mrr_ood_every_run_low", "mrr_ood_every_run_high"]] = (0.7, 0.65, 0.75)
