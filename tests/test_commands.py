@@ -98,3 +98,18 @@ def test_make_sweep_resume_published_unpacks_into_the_results_dir_of_its_args():
                          capture_output=True, text=True, timeout=60)
     (line,) = [line.split() for line in out.stdout.splitlines() if "shipped unpack" in line]
     assert line[line.index("unpack") + 1] == "default" and line[line.index("--results") + 1] == "/x"
+    assert line[line.index("--published") + 1] == "published"
+
+
+def test_make_sweep_resume_checkpoint_unpacks_the_committed_checkpoint_and_make_checkpoint_packs_it():
+    def lines(*args, key):
+        out = subprocess.run(["make", "-n", *args, "STAMP=Makefile"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        return [line.split() for line in out.stdout.splitlines() if key in line]
+    (line,) = lines("sweep", "SWEEP=scale", "RESUME=checkpoint", key="shipped unpack")
+    assert line[line.index("unpack") + 1] == "scale" and line[line.index("--published") + 1] == "checkpoints"
+    (line,) = lines("checkpoint", "SWEEP=scale", key="shipped pack")
+    assert line[line.index("pack") + 1] == "scale" and line[line.index("--published") + 1] == "checkpoints"
+    assert lines("sweep", "SWEEP=scale", key="shipped unpack") == []  # a plain sweep unpacks nothing
+    bad = subprocess.run(["make", "sweep", "SWEEP=scale", "RESUME=later", "STAMP=Makefile"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "RESUME=later: valid: published or checkpoint" in bad.stdout
