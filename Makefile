@@ -17,6 +17,8 @@ arg = $(patsubst $(1)=%,%,$(lastword $(filter $(1)=%,$(ARGS))))
 NODE_WHEELS ?= "hydra-core==1.3.8" "omegaconf==2.3.1" "hydra-joblib-launcher==1.2.0" "tabulate==0.10.0" "packaging==26.4"
 
 .DEFAULT_GOAL := help
+# make checkpoint writes, and make sweep RESUME=checkpoint reads, <CHECKPOINTS>/<sweep>.jsonl.gz
+CHECKPOINTS := checkpoints
 .PHONY: help install test test-exhaustive sweep report checkpoint publish report-check bench bench-numerics bench-gpu wheelhouse summary lmeval reproduce store-snapshot clean
 
 help: ## list the targets
@@ -38,7 +40,7 @@ test-exhaustive: install ## the rest of the parametrized grids (every scheme x s
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal --durations=15 -m exhaustive tests
 
 sweep: install ## run a sweep (SWEEP=default|flagship|kz|windows|hybrids|zoo|state|flipflop_path|lm|scale|recipe|gpu|gpu_copy|lm_gpu), then its report; RESUME=published (or checkpoint) first unpacks published/<sweep>.jsonl.gz (or checkpoints/<sweep>.jsonl.gz) so its runs are not trained again
-	$(if $(filter published checkpoint,$(RESUME)),$(BIN)/python -m suite.results.shipped unpack $(SWEEP) --results $(or $(call arg,results_dir),results) --published $(if $(filter checkpoint,$(RESUME)),checkpoints,published),$(if $(RESUME),@echo "RESUME=$(RESUME): valid: published or checkpoint"; exit 2))
+	$(if $(filter published checkpoint,$(RESUME)),$(BIN)/python -m suite.results.shipped unpack $(SWEEP) --results $(or $(call arg,results_dir),results) --published $(if $(filter checkpoint,$(RESUME)),$(CHECKPOINTS),published),$(if $(RESUME),@echo "RESUME=$(RESUME): valid: published or checkpoint"; exit 2))
 	$(BIN)/python -m suite.run +sweep=$(SWEEP) $(ARGS)
 	$(MAKE) --no-print-directory report SWEEP=$(or $(call arg,sweep_name),$(SWEEP)) RESULTS=$(or $(call arg,results_dir),results)
 
@@ -51,7 +53,7 @@ report-check: install ## check that README's marked tables quote only numbers th
 	$(BIN)/python -m suite.report.check $(patsubst %/index.html,%,$(wildcard reports/*/index.html))
 
 checkpoint: install ## pack results/<sweep>/ into checkpoints/<sweep>.jsonl.gz: the runs of a sweep still under way, committed so that `make sweep RESUME=checkpoint` goes on from them on another machine; no report reads them, and it refuses to replace a checkpoint with fewer runs
-	$(BIN)/python -m suite.results.shipped pack $(SWEEP) --published checkpoints
+	$(BIN)/python -m suite.results.shipped pack $(SWEEP) --published $(CHECKPOINTS)
 
 publish: install ## pack results/<sweep>/ into published/<sweep>.jsonl.gz, the rows a published report is rebuilt from; it refuses to replace a board with fewer runs or configurations unless REPLACE=1
 	$(if $(filter-out 0 1,$(REPLACE)),@echo "REPLACE=$(REPLACE): valid: 1 (replace the shipped board even with fewer runs or configurations) or 0"; exit 2)
