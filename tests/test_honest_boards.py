@@ -9,7 +9,8 @@ fail; ``ranked`` returning ``present`` makes
 test_a_four_task_run_among_one_task_runs_is_ranked_on_the_shared_task_only fail; ``mrr_display`` in
 suite/report/render.py without its "ranked on" column makes it fail too; ``_distinct_runs`` in
 suite/report/declared.py counting ``len(jobs)`` makes test_windows_declares_its_distinct_runs fail;
-``declared_runs`` without its ``have >= len(jobs)`` shortcut makes
+``_distinct_runs`` counting the jobs the sweep's skip list leaves out makes
+test_a_skipped_job_is_not_declared fail; ``declared_runs`` without its ``have >= len(jobs)`` shortcut makes
 test_a_whole_board_builds_no_job fail; ``check_replace`` in suite/report/__main__.py without its
 ``not args.force`` makes test_a_partial_board_says_k_of_n_and_refuses_a_fuller_one_without_force
 fail, and so does ``markdown`` in render.py without its coverage line; ``console_mrr`` without the
@@ -107,6 +108,16 @@ def test_windows_declares_its_distinct_runs():
     window, so each of their three window settings is one run: 2 x 3 x 3 + 3 x 3 = 27."""
     assert declared.declared_runs("windows") == 27
     assert declared.declared_runs("no_such_sweep") is None
+
+
+def test_a_skipped_job_is_not_declared(monkeypatch):
+    """scale skips vt at L = 128: of its NoPE jobs at that setting (5 families x 3 seeds), the 3 vt
+    jobs are no run the sweep declares, so a board holding the other 12 is whole, not '12 of 15'."""
+    jobs = [job for job in declared._jobs("scale") if "+arch=nope" in job and "+setting=tiny_L128" in job]
+    assert len(jobs) == 15
+    monkeypatch.setattr(declared, "_jobs", lambda sweep: jobs)
+    assert declared.declared_runs("scale") == 12
+    assert declared.coverage("scale", 12, declared.declared_runs("scale", have=12)) is None
 
 
 def test_a_whole_board_builds_no_job(monkeypatch):

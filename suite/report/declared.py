@@ -4,7 +4,9 @@ what a report compares its own run count with before it says "k of N runs" or re
 The declared count N of sweep ``<name>`` is the number of distinct runs its file
 ``conf/sweep/<name>.yaml`` launches: the jobs Hydra's basic sweeper makes of its
 ``hydra.sweeper.params`` (the cartesian product of every listed value, ``+arch`` lists included,
-``suite.config.validate.sweep_jobs``), each built into its spec, counted once per run id. Jobs that
+``suite.config.validate.sweep_jobs``), less the jobs its ``skip`` list leaves out
+(``suite.run.skip_reason``, matched on each job's config-group choices as the run itself matches
+them), each built into its spec, counted once per run id. Jobs that
 build one spec are one run: in ``windows``, ``++pattern.window: 4,8,16`` crossed with an ``+arch``
 that has no window (nope) is one run per seed, not three, so that sweep declares 27 runs, not 45.
 Each configuration (a job less its ``seed=``) is built once, about 0.15 s each, and only when a
@@ -41,11 +43,13 @@ SEED = "seed="  # the override a sweep lists its seeds in: two seeds of one conf
 
 def _distinct_runs(jobs: list[list[str]]) -> int:
     """The runs ``jobs`` make: each configuration (a job less its seed) built once, and the seeds of
-    every job whose configuration builds the same spec counted once each."""
+    every job whose configuration builds the same spec counted once each; a configuration the
+    sweep's ``skip`` list leaves out makes none."""
     from hydra import compose, initialize_config_dir
 
     from suite.config.build import build
     from suite.config.compose import CONF_DIR
+    from suite.run import skip_reason
 
     seeds: dict[tuple[str, ...], set[str]] = {}
     for job in jobs:
@@ -53,7 +57,10 @@ def _distinct_runs(jobs: list[list[str]]) -> int:
     runs: dict[str, set[str]] = {}
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         for config, its_seeds in seeds.items():
-            runs.setdefault(build(compose("config", overrides=list(config))).run_id, set()).update(its_seeds or {""})
+            cfg = compose("config", overrides=list(config), return_hydra_config=True)
+            if skip_reason(cfg.get("skip"), dict(cfg.hydra.runtime.choices)) is not None:
+                continue
+            runs.setdefault(build(cfg).run_id, set()).update(its_seeds or {""})
     return sum(len(s) for s in runs.values())
 
 
