@@ -5,6 +5,8 @@ Mutation checks: in suite/report/readme_check.py _held, an interval matched on i
 test_a_quoted_interval_must_be_the_reports_to_the_last_digit fail; report_rows keeping the
 not-learned mark in the label, or keeping only the label without it, makes
 test_a_row_is_read_against_the_reports_rows_of_its_label fail;
+dropping the verbatim-cell rule from mismatches makes
+test_a_cell_copied_as_the_report_writes_it_passes fail;
 deleting the markers from README.md makes test_the_readme_quotes_only_numbers_its_reports_hold fail."""
 import subprocess
 import sys
@@ -79,6 +81,38 @@ def test_a_row_is_read_against_the_reports_rows_of_its_label(tmp_path):
     lone.write_text("<!-- from reports/toy/index.md -->\n\nno table here\n")
     assert readme_check.mismatches(lone, tmp_path) == [
         "LONE.md:1: the marker naming reports/toy/index.md is not followed by a table"]
+
+
+RANKING = """## Does the ranking hold?
+
+| scheme | L=32 · tiny | L=64 · tiny |
+|:-------|:------------|:------------|
+| alibi  | 1 (0.96)    | 1 (0.88)    |
+| rope   | 2 (0.29)    | 2 (0.33)    |
+
+| setting     | vs setting  |   schemes | Kendall tau [95 % interval]   | agree   |
+|:------------|:------------|----------:|:------------------------------|:--------|
+| L=32 · tiny | L=64 · tiny |         2 | 1.00 [0.87, 1.00]             | yes     |
+"""
+
+
+def test_a_cell_copied_as_the_report_writes_it_passes(tmp_path):
+    """A rank with its MRR in brackets and a setting's name are cells whose numbers are no leading
+    mean: copied as the report writes them they pass; a changed digit inside one is named."""
+    (tmp_path / "reports" / "toy").mkdir(parents=True)
+    (tmp_path / "reports" / "toy" / "index.md").write_text(RANKING)
+
+    def check(rows: str) -> list[str]:
+        readme = tmp_path / "README.md"
+        readme.write_text("<!-- from reports/toy/index.md -->\n\n| scheme | a | b |\n|---|---|---|\n" + rows)
+        return readme_check.mismatches(readme, tmp_path)
+
+    assert check("| alibi | 1 (0.96) | 1 (0.88) |\n| L=32 · tiny | L=64 · tiny | 2 | 1.00 [0.87, 1.00] | yes |\n") == []
+    assert check("| alibi | 1 (0.97) | 1 (0.88) |\n") == ["README.md:5: alibi: 0.97 is not in reports/toy/index.md"]
+    assert check("| rope | 2 (0.29) | 1 (0.88) |\n") == ["README.md:5: rope: 1 is not in reports/toy/index.md",
+                                                     "README.md:5: rope: 0.88 is not in reports/toy/index.md"]
+    assert check("| L=32 · tiny | L=64 · tiny | 2 | 1.00 [0.86, 1.00] | yes |\n") == [
+        "README.md:5: L=32 · tiny: 1.00 [0.86, 1.00] is not in reports/toy/index.md"]
 
 
 def test_the_command_exits_1_naming_each_mismatch(tmp_path):
