@@ -16,7 +16,7 @@ from suite.report import tables
 from suite.report.compare import compare_table, main, match_key
 from suite.results import store
 from tests.conftest import fast_or_exhaustive
-from tests.test_sweeps import _built_jobs
+from tests.test_sweeps import _run_jobs
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "published"
 BOARDS = sorted(p.name for p in PUBLISHED.glob("*.jsonl.gz"))
@@ -86,8 +86,9 @@ def test_todays_sweep_file_composes_the_configurations_its_shipped_board_holds(n
     compared cell for cell without training here.
 
     Mutation check: keeping ``model.name`` in ``compare.configuration`` makes the kz and
-    flipflop_path cases fail (their sweep files name the model 'tiny(n_heads=2)', the board 'tiny')."""
-    jobs = _built_jobs(Path(name).name.removesuffix(".jsonl.gz"))
+    flipflop_path cases fail (their sweep files name the model 'tiny(n_heads=2)', the board 'tiny');
+    the scale case fails when the jobs its skip list leaves out are kept (``_built_jobs`` for ``_run_jobs``)."""
+    jobs = _run_jobs(Path(name).name.removesuffix(".jsonl.gz"))  # less the jobs a skip list leaves out
     shipped = {match_key(payload["run"]["spec"]) for _, payload in store.payloads(PUBLISHED / name)}
     if name in NOT_YET_SHIPPED:  # families a sweep file gained that its shipped board does not hold yet
         jobs = [(job, spec) for job, spec in jobs if spec.taskset not in NOT_YET_SHIPPED[name]]

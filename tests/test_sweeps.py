@@ -35,6 +35,22 @@ def _built_jobs(name):
         return [(job, build(compose("config", overrides=job))) for job in sweep_jobs(cfg)]
 
 
+@lru_cache(maxsize=None)
+def _run_jobs(name):
+    """``_built_jobs`` less the jobs the sweep's ``skip`` list leaves out (``suite.run.skip_reason`` on
+    each job's config-group choices as Hydra records them, as the run itself matches): the jobs that
+    store a run."""
+    from suite.run import skip_reason
+
+    skip = _sweep_cfg(name).get("skip")
+    if not skip:
+        return _built_jobs(name)
+    built = _built_jobs(name)
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return [(job, spec) for job, spec in built if skip_reason(
+            skip, dict(compose("config", overrides=job, return_hydra_config=True).hydra.runtime.choices)) is None]
+
+
 def _default_compares_the_classic_schemes_one_model_per_task_all_else_equal(specs):
     """Within a task, configurations differ only in the position scheme: every layer of every
     model has full attention, and the recipe, model size and evaluation grid are shared."""
