@@ -42,10 +42,9 @@ def _run_jobs(name):
     store a run."""
     from suite.run import skip_reason
 
-    skip = _sweep_cfg(name).get("skip")
+    built, skip = _built_jobs(name), _sweep_cfg(name).get("skip")
     if not skip:
-        return _built_jobs(name)
-    built = _built_jobs(name)
+        return built
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return [(job, spec) for job, spec in built if skip_reason(
             skip, dict(compose("config", overrides=job, return_hydra_config=True).hydra.runtime.choices)) is None]
