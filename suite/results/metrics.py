@@ -1,16 +1,25 @@
-"""Every metric a run stores, declared once: its range, whether it is a share of examples, and
-which way is better.
+"""Every metric a run stores, declared once as one object: its range, whether it is a share of
+examples, which way is better, the line at which a run has learned a task on it, the margin
+below which two means tie, and (``suite.evaluation.scoring``) how one example is scored and how
+examples combine.
 
 The store refuses a value outside its metric's range; the report ranks by the direction (loss
-lowest first), clips an interval to the range (a share's to [0, 1], a loss's to [0, inf)) and
-uses the Wilson interval of a proportion only for a share. Diagnostics are measurements, not
-scores: they have a range and no direction, and no board ranks them.
+lowest first), clips an interval to the range (a share's to [0, 1], a loss's to [0, inf)), uses
+the Wilson interval of a proportion only for a share, marks a run that has not reached the learned
+line and ties two means closer than the tie margin. Diagnostics are measurements, not scores:
+they have a range and no direction, and no board ranks them.
+
+A stored row carries its metric's direction, range and share flag, so a board built from shipped
+rows ranks by what the run stored; ``stored`` gives the metric object of such a row.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
+
+LEARNED_AT = 0.9  # a run has learned its task when its headline score at the training length reaches this share of the best value
+TIED_BELOW = 0.01  # the tie margin a metric declares unless it says otherwise: two means closer than this are tied
 
 
 @dataclass(frozen=True)
@@ -21,6 +30,7 @@ class Metric:
     higher_is_better: Optional[bool]  # None: a measurement that is not ranked
     share: bool = False  # each example scores 0 or 1 and the value is the share scoring 1 (Wilson applies with one seed)
     doc: str = ""
+    tie_margin: float = TIED_BELOW  # two means of this metric closer than this are tied (the MRR's and the power section's rule)
 
     def contains(self, value: float) -> bool:
         """Whether ``value`` lies in the metric's range; an unbounded end is open (inf is outside)."""
@@ -38,6 +48,12 @@ class Metric:
         """Whether a run can be judged to have learned a task on this metric: its range is bounded
         and higher is better (a loss or bits per byte has no learned line)."""
         return self.higher_is_better is True and math.isfinite(self.high)
+
+    @property
+    def learned_line(self) -> Optional[float]:
+        """The score at which a run has learned a task on this metric, ``LEARNED_AT`` of its best
+        value; None where the metric is not ``judged``."""
+        return LEARNED_AT * self.high if self.judged else None
 
     @property
     def range_label(self) -> str:
@@ -71,6 +87,16 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("logit_gap", -INF, INF, None, doc="difference of two mean logits"),
     Metric("attn_mass", 0.0, INF, None, doc="attention shares by segment (and the entropy in nats)"),
 )}
+
+
+def stored(name: str, higher_is_better, low, high, share=False) -> Metric:
+    """The metric of a stored row, as the row declares it: today's declaration of ``name`` with the
+    row's direction, range and share flag (a row stored under an older declaration ranks as it was
+    stored); a name this checkout does not declare keeps the defaults of everything else."""
+    facts = {"higher_is_better": None if higher_is_better is None or higher_is_better != higher_is_better
+             else bool(higher_is_better), "low": float(low), "high": float(high), "share": bool(share == True)}  # noqa: E712
+    known = METRICS.get(name)
+    return Metric(name, **facts) if known is None else replace(known, **facts)
 
 
 def metric(name: str) -> Metric:
