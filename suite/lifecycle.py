@@ -26,11 +26,10 @@ from suite.results import numerics, store
 from suite.training.checkpoint import load_trained, save_trained
 from suite.evaluation.check import make_check
 from suite.evaluation.diagnostics import diagnostic_examples, diagnostic_rows
-from suite.evaluation.evaluate import evaluate, marked_metrics
+from suite.evaluation.evaluate import evaluate
 from suite.evaluation.slices import ALL
 from suite.results.identity import run_columns
-from suite.results.learned import LEARNED_AT
-from suite.results.metrics import metric
+from suite.results.metrics import LEARNED_AT, metric
 from suite.model.lm import PosBenchLM
 from suite.progress import StepLog, calls_per_line, finished_line, run_label
 from suite.config.spec import RunSpec
@@ -41,10 +40,10 @@ log = logging.getLogger("posbench")
 
 
 def learned_lines(tasks) -> dict[str, float]:
-    """Task name -> the score at which a run has learned it (``LEARNED_AT`` of its headline metric's
-    best value), for each task whose headline metric is judged; ``tasks``: (TaskSpec, task) pairs."""
-    return {spec.name: LEARNED_AT * metric(task.primary_metric).high for spec, task in tasks
-            if metric(task.primary_metric).judged}
+    """Task name -> the score at which a run has learned it (its headline metric's ``learned_line``),
+    for each task whose headline metric is judged; ``tasks``: (TaskSpec, task) pairs."""
+    lines = {spec.name: metric(task.primary_metric).learned_line for spec, task in tasks}
+    return {name: line for name, line in lines.items() if line is not None}
 
 
 class RunLifecycle:
@@ -187,7 +186,7 @@ class RunLifecycle:
         return [{"task": t.name, "eval_len": self.spec.train.seq_len, "len_ratio": 1.0, "slice": "all",
                  "metric": metric, "value": value, "n": 0, "status": result.status}
                 for t, task in self.tasks
-                for metric, value in [*((m, float("nan")) for m in marked_metrics(task)),
+                for metric, value in [*((m, float("nan")) for m in task.metrics),
                                       ("diverged_at_step", result.steps_done)]]
 
     def store(self, result: TrainResult, rows: list[dict]) -> Path:
@@ -207,7 +206,7 @@ class RunLifecycle:
         criterion = self.criterion(result)
         if criterion is not None:
             meta["criterion"] = criterion
-        corpora = {t.name: task.text.record() for t, task in self.tasks if hasattr(task, "text")}
+        corpora = {t.name: record for t, task in self.tasks if (record := task.corpus_record()) is not None}
         if corpora:  # natural text: the corpus's digest, size and training and held-out documents
             meta["corpora"] = corpora
         path = store.write_run(self.results_dir, self.spec.sweep, self.rid, meta, rows)

@@ -1,6 +1,6 @@
 """PosBench tasks: seeded generators plus scorers over one shared word vocabulary.
 
-Every module in this package that defines a class with a ``name`` and ``generate`` is a task;
+Every module in this package that defines a subclass of ``tasks.base.Task`` with a ``name`` is a task;
 ``TASKS`` maps the name to the class, so adding a task is adding one file (and one YAML).
 """
 from __future__ import annotations
@@ -12,7 +12,8 @@ from tasks.base import Example, Task
 
 
 def _is_task(cls: type) -> bool:
-    return isinstance(getattr(cls, "name", None), str) and hasattr(cls, "generate")
+    """A concrete task: a ``Task`` with a name (``tasks.text.TextLM``, the base of two, has none)."""
+    return issubclass(cls, Task) and isinstance(getattr(cls, "name", None), str)
 
 
 TASKS: dict[str, type] = discover(sys.modules[__name__], _is_task)

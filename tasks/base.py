@@ -7,7 +7,7 @@ whitespace tokenizer over one fixed vocabulary, so ``decode(encode(text)) == tex
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Optional
 
 import numpy as np
 
@@ -86,44 +86,44 @@ class Example:
         return [decode(self.tokens[s:e]) for s, e in self.answer_spans]
 
 
-@runtime_checkable
-class Task(Protocol):
-    """A seeded generator plus a scorer, independent of any model."""
-
-    name: str
-    primary_metric: str  # the headline metric the leaderboard ranks by (a key of ``score``'s dict or
-                         # an evaluation-wide metric: token_accuracy, loss)
-
-    def generate(self, rng: np.random.Generator, length: int) -> Example: ...
-
-    def score(self, example: Example, predicted: list[int]) -> dict[str, float]: ...
+# the metrics of a task with several answers per example: exact match (every answer right) and RULER's
+# string_match_all / string_match_part (the share of its answers found / any found; Hsieh et al. 2024)
+MULTI_ANSWER = ("exact_match", "string_match_all", "string_match_part", "token_accuracy", "loss")
 
 
-def exact_match(example: Example, predicted: list[int]) -> dict[str, float]:
-    """Exact match of every answer span; ``predicted`` holds a token for every position."""
-    spans = example.answer_spans
-    hits = [list(predicted[s:e]) == list(example.tokens[s:e]) for s, e in spans]
-    return {"exact_match": float(all(hits))}
+class Task:
+    """A seeded generator and the metrics that score it, independent of any model. A task is a
+    frozen dataclass subclassing this class, one file in ``tasks/`` with one YAML in ``conf/task/``.
 
+    It must define ``name``, ``primary_metric`` and ``generate``; every other member is an optional
+    hook declared here with its default, so callers read it as it is and never look for it."""
 
-# ------------------------------------------------------------------------------------------
-# scoring (RULER, Hsieh et al. 2024: string_match_all / string_match_part)
+    name: ClassVar[str]
+    primary_metric: ClassVar[str]  # the headline metric the leaderboard ranks by, one of ``metrics``
+    # the metrics evaluation scores it by, by name (``suite.results.metrics``); a length the scheme
+    # cannot represent marks each of them '-'
+    metrics: ClassVar[tuple[str, ...]] = ("exact_match", "token_accuracy", "loss")
+    fixed_length: ClassVar[bool] = False  # trained at the training length only (natural text), not at varied lengths
+    byte_level: ClassVar[bool] = False  # tokens are bytes: lm-eval documents are text read byte by byte
+    answers_between_queries: ClassVar[bool] = False  # lm-eval asks one answer at a time, even where an example has one
 
+    def generate(self, rng: np.random.Generator, length: int) -> Example:
+        """One training example of ``length`` tokens."""
+        raise NotImplementedError
 
-def span_hits(example: Example, predicted: list[int]) -> list[bool]:
-    """Whether each answer span was reproduced exactly."""
-    return [list(predicted[s:e]) == list(example.tokens[s:e]) for s, e in example.answer_spans]
+    def eval_generate(self, rng: np.random.Generator, length: int) -> Example:
+        """One evaluation example: a distribution the task is evaluated on but not trained on
+        (flip-flop's splits); by default the training distribution."""
+        return self.generate(rng, length)
 
+    def eval_set(self, length: int, seed: int, n: int) -> Optional[list[Example]]:
+        """A whole evaluation set drawn at once (natural text's held-out windows), or None: ``n``
+        draws of ``eval_generate``."""
+        return None
 
-def multi_answer_scores(example: Example, predicted: list[int]) -> dict[str, float]:
-    """Exact match (every item), RULER's string_match_all (fraction of items found) and
-    string_match_part (1 if any item found), for tasks with several reference answers."""
-    hits = span_hits(example, predicted)
-    return {
-        "exact_match": float(all(hits)),
-        "string_match_all": sum(hits) / len(hits),
-        "string_match_part": float(any(hits)),
-    }
+    def corpus_record(self) -> Optional[dict]:
+        """What a run stores about the corpus the task reads (natural text), or None."""
+        return None
 
 
 # ------------------------------------------------------------------------------------------

@@ -17,11 +17,11 @@ from typing import Optional
 
 import numpy as np
 
-from tasks.base import BOS_ID, CONTENT_IDS, EOS_ID, SEP_ID, Example, exact_match, too_short
+from tasks.base import BOS_ID, CONTENT_IDS, EOS_ID, SEP_ID, Example, Task, too_short
 
 
 @dataclass(frozen=True)
-class Copy:
+class Copy(Task):
     name = "copy"
     primary_metric = "token_accuracy"  # the headline metric: share of answer tokens right (exact match is 0 for every scheme soon past the training length)
     alphabet: Optional[int] = None  # distinct words to draw from; None: all content words and numbers
@@ -57,6 +57,3 @@ class Copy:
         tokens = [BOS_ID, *seq, SEP_ID, *answer]
         tokens += [EOS_ID] * (length - len(tokens))
         return Example(tokens=tokens, answer_spans=[(n + 2, n + 2 + len(answer))], meta={"n_items": n, "slices": {}})
-
-    def score(self, example: Example, predicted: list[int]) -> dict[str, float]:
-        return exact_match(example, predicted)

@@ -20,17 +20,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from tasks.base import (
-    ANSWER_ID, BOS_ID, QUERY_ID, TOKEN_ID, WORD_IDS,
-    Builder, Example, multi_answer_scores, too_short,
+    ANSWER_ID, BOS_ID, MULTI_ANSWER, QUERY_ID, TOKEN_ID, WORD_IDS, Builder, Example, Task, too_short,
 )
 
 COMMON = TOKEN_ID["common"]
 
 
 @dataclass(frozen=True)
-class CommonWords:
+class CommonWords(Task):
     name = "cwe"
     primary_metric = "string_match_all"  # the headline metric: RULER's string_match_all
+    metrics = MULTI_ANSWER  # exact match and RULER's string_match_all / _part of its several answers
     k: int = 2  # common words to name
     common_share: float = 0.5  # fraction of the list taken by the common words together
 
@@ -65,6 +65,3 @@ class CommonWords:
         for word in first:
             b.answer([word])
         return b.example(slices={"n_keys": str(self.k)}, k=self.k, count=int(c), n_items=n)
-
-    def score(self, example: Example, predicted: list[int]) -> dict[str, float]:
-        return multi_answer_scores(example, predicted)

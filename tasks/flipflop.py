@@ -40,8 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tasks.base import (
-    ASSIGN_ID, BOS_ID, DOT_ID, EOS_ID, QUERY_ID, TOKEN_ID, Builder, Example,
-    distance_bucket, multi_answer_scores, too_short,
+    ASSIGN_ID, BOS_ID, DOT_ID, EOS_ID, MULTI_ANSWER, QUERY_ID, TOKEN_ID, Builder, Example, Task, distance_bucket, too_short,
 )
 
 WRITE, IGNORE, READ = ASSIGN_ID, DOT_ID, QUERY_ID
@@ -78,9 +77,10 @@ def program(ops: list[int], bits: list[int], length: int, split: str, **meta) ->
 
 
 @dataclass(frozen=True)
-class FlipFlop:
+class FlipFlop(Task):
     name = "flipflop"
     primary_metric = "string_match_all"  # the headline metric: share of reads right (1 - the paper's read error rate)
+    metrics = MULTI_ANSWER  # exact match and RULER's string_match_all / _part of its several answers
     answers_between_queries = True  # lm-eval asks one read at a time, even where the shortest example has one
     p_ignore: float = 0.8  # training distribution FFL(p_ignore), also the in-distribution split
     p_sparse: float = 0.98  # the sparse evaluation split: long write-to-read gaps
@@ -112,6 +112,3 @@ class FlipFlop:
     def eval_generate(self, rng: np.random.Generator, length: int) -> Example:
         """Evaluation data: each example from a split drawn uniformly from ``SPLITS``."""
         return self.sample(rng, length, SPLITS[int(rng.integers(len(SPLITS)))])
-
-    def score(self, example: Example, predicted: list[int]) -> dict[str, float]:
-        return multi_answer_scores(example, predicted)

@@ -22,8 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tasks.base import (
-    ANSWER_ID, BOS_ID, QUERY_ID, TOKEN_ID, WORD_IDS,
-    Builder, Example, multi_answer_scores, too_short,
+    ANSWER_ID, BOS_ID, MULTI_ANSWER, QUERY_ID, TOKEN_ID, WORD_IDS, Builder, Example, Task, too_short,
 )
 
 FREQUENT = TOKEN_ID["frequent"]
@@ -51,9 +50,10 @@ def zipf_counts(n: int, n_words: int, alpha: float, k: int) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class FrequentWords:
+class FrequentWords(Task):
     name = "fwe"
     primary_metric = "string_match_all"  # the headline metric: RULER's string_match_all
+    metrics = MULTI_ANSWER  # exact match and RULER's string_match_all / _part of its several answers
     k: int = 2  # most frequent words to name
     alpha: float = 2.0  # Zipf exponent: rank r occurs in proportion to r ** -alpha
 
@@ -79,6 +79,3 @@ class FrequentWords:
             b.answer([word])
         return b.example(slices={"n_keys": str(self.k)}, k=self.k,
                          top_counts=counts[: self.k + 1].tolist(), n_items=n)
-
-    def score(self, example: Example, predicted: list[int]) -> dict[str, float]:
-        return multi_answer_scores(example, predicted)

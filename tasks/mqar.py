@@ -27,8 +27,7 @@ from typing import Optional
 import numpy as np
 
 from tasks.base import (
-    BOS_ID, DOT_ID, NUMBER_IDS, SEP_ID, WORD_IDS, Builder, Example,
-    distance_bucket, multi_answer_scores, too_short,
+    BOS_ID, DOT_ID, MULTI_ANSWER, NUMBER_IDS, SEP_ID, WORD_IDS, Builder, Example, Task, distance_bucket, too_short,
 )
 
 
@@ -41,9 +40,10 @@ def count_bucket(n: int) -> str:
 
 
 @dataclass(frozen=True)
-class Mqar:
+class Mqar(Task):
     name = "mqar"
     primary_metric = "string_match_all"  # the headline metric: share of queried values recalled (RULER's string_match_all)
+    metrics = MULTI_ANSWER  # exact match and RULER's string_match_all / _part of its several answers
     n_queries: int = 6  # queries after the pairs, each about a different key
     max_pairs: int = len(WORD_IDS)  # cap on the number of key-value pairs (178: every word)
     key_alphabet: Optional[int] = None  # keys are drawn from the first N words (None: all)
@@ -88,6 +88,3 @@ class Mqar:
             n_pairs=n_pairs, n_dots=n_dots, queried=[int(j) for j in queried], distance=distance,
             slices={"n_keys": count_bucket(n_pairs), "distance": distance_bucket(distance)},
         )
-
-    def score(self, example: Example, predicted: list[int]) -> dict[str, float]:
-        return multi_answer_scores(example, predicted)

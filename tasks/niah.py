@@ -23,8 +23,8 @@ from typing import Optional
 import numpy as np
 
 from tasks.base import (
-    ANSWER_ID, ASSIGN_ID, BOS_ID, NUMBER_IDS, QUERY_ID, WORD_IDS, Builder, Example,
-    depth_bucket, distance_bucket, exact_match, multi_answer_scores, scatter, too_short,
+    ANSWER_ID, ASSIGN_ID, BOS_ID, MULTI_ANSWER, NUMBER_IDS, QUERY_ID, WORD_IDS, Builder, Example, Task,
+    depth_bucket, distance_bucket, scatter, too_short,
 )
 
 N_WORDS = len(WORD_IDS)
@@ -35,7 +35,7 @@ def _check(task: str, param: str, value: int, low: int, high: int) -> None:
         raise ValueError(f"{task}.{param}={value}: must be in [{low}, {high}]")
 
 
-class _Niah:
+class _Niah(Task):
     """Shared construction: context with needles, query part, slices."""
 
     name: str
@@ -92,9 +92,6 @@ class NiahSingle(_Niah):
         qpos = self.query(b, key, [value])
         return b.example(needle_pos=pos, context_len=ctx, slices=self.slices(pos, qpos, ctx))
 
-    def score(self, example: Example, predicted: list[int]) -> dict[str, float]:
-        return exact_match(example, predicted)
-
 
 @dataclass(frozen=True)
 class NiahMultikey(_Niah):
@@ -121,9 +118,6 @@ class NiahMultikey(_Niah):
         return b.example(needle_pos=pos, context_len=ctx,
                          slices=self.slices(pos, qpos, ctx, n_keys=str(n)))
 
-    def score(self, example: Example, predicted: list[int]) -> dict[str, float]:
-        return exact_match(example, predicted)
-
 
 @dataclass(frozen=True)
 class NiahMultivalue(_Niah):
@@ -133,6 +127,7 @@ class NiahMultivalue(_Niah):
 
     name = "niah_multivalue"
     primary_metric = "string_match_all"  # the headline metric: RULER's string_match_all
+    metrics = MULTI_ANSWER  # exact match and RULER's string_match_all / _part of its several answers
     n_values: int = 2  # needles (distinct values) for the one key
 
     def __post_init__(self):
@@ -148,9 +143,6 @@ class NiahMultivalue(_Niah):
         return b.example(needle_pos=starts, context_len=ctx,
                          slices=self.slices(starts[0], qpos, ctx))
 
-    def score(self, example: Example, predicted: list[int]) -> dict[str, float]:
-        return multi_answer_scores(example, predicted)
-
 
 @dataclass(frozen=True)
 class NiahMultiquery(_Niah):
@@ -160,6 +152,7 @@ class NiahMultiquery(_Niah):
 
     name = "niah_multiquery"
     primary_metric = "string_match_all"  # the headline metric: RULER's string_match_all
+    metrics = MULTI_ANSWER  # exact match and RULER's string_match_all / _part of its several answers
     n_queries: int = 2  # needles, each queried once
 
     def __post_init__(self):
@@ -177,6 +170,3 @@ class NiahMultiquery(_Niah):
         first = starts[order[0]]
         return b.example(needle_pos=starts, query_order=order.tolist(), context_len=ctx,
                          slices=self.slices(first, qpos[0], ctx, n_keys=str(n)))
-
-    def score(self, example: Example, predicted: list[int]) -> dict[str, float]:
-        return multi_answer_scores(example, predicted)

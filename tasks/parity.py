@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tasks.base import BOS_ID, EOS_ID, QUERY_ID, TOKEN_ID, Builder, Example, multi_answer_scores, too_short
+from tasks.base import BOS_ID, EOS_ID, MULTI_ANSWER, QUERY_ID, TOKEN_ID, Builder, Example, Task, too_short
 
 BITS = (TOKEN_ID["0"], TOKEN_ID["1"])
 MIN_LENGTH = 4  # <s> b ? p
@@ -54,9 +54,10 @@ def check_every(task: str, every) -> None:
 
 
 @dataclass(frozen=True)
-class Parity:
+class Parity(Task):
     name = "parity"
     primary_metric = "string_match_all"  # share of reads right (one read: exact match)
+    metrics = MULTI_ANSWER  # exact match and RULER's string_match_all / _part of its several answers
     every: int = 0  # a read after every this many bits and after the last; 0: after the last only
 
     def __post_init__(self):
@@ -80,6 +81,3 @@ class Parity:
             done = mark
         b.add([EOS_ID] * (length - len(b)))
         return b.example(n_bits=m, n_ones=sum(bits), every=self.every, slices={})
-
-    def score(self, example: Example, predicted: list[int]) -> dict[str, float]:
-        return multi_answer_scores(example, predicted)

@@ -30,7 +30,7 @@ from itertools import permutations
 
 import numpy as np
 
-from tasks.base import BOS_ID, EOS_ID, NUMBER_IDS, QUERY_ID, Builder, Example, multi_answer_scores, too_short
+from tasks.base import BOS_ID, EOS_ID, MULTI_ANSWER, NUMBER_IDS, QUERY_ID, Builder, Example, Task, too_short
 from tasks.parity import check_every, n_items, reads
 
 
@@ -66,9 +66,10 @@ def compose(state: tuple, element: tuple) -> tuple:
 
 
 @dataclass(frozen=True)
-class Permutation:
+class Permutation(Task):
     name = "permutation"
     primary_metric = "string_match_all"  # share of reads right (one read: exact match)
+    metrics = MULTI_ANSWER  # exact match and RULER's string_match_all / _part of its several answers
     group: str = "s3"
     every: int = 0  # a read after every this many elements and after the last; 0: after the last only
 
@@ -99,6 +100,3 @@ class Permutation:
             done = mark
         b.add([EOS_ID] * (length - len(b)))
         return b.example(group=self.group, n_elements=m, every=self.every, slices={})
-
-    def score(self, example: Example, predicted: list[int]) -> dict[str, float]:
-        return multi_answer_scores(example, predicted)

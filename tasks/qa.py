@@ -20,8 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tasks.base import (
-    ANSWER_ID, BOS_ID, DOT_ID, NUMBER_IDS, QUERY_ID, RELATION_IDS, TOKEN_ID, WORD_IDS,
-    Builder, Example, depth_bucket, distance_bucket, exact_match, scatter, too_short,
+    ANSWER_ID, BOS_ID, DOT_ID, NUMBER_IDS, QUERY_ID, RELATION_IDS, TOKEN_ID, WORD_IDS, Builder, Example, Task, depth_bucket, distance_bucket, scatter, too_short,
 )
 
 THE, OF, IS, WHAT = (TOKEN_ID[w] for w in ("the", "of", "is", "what"))
@@ -29,7 +28,7 @@ FACT_LEN, QUESTION_LEN = 7, 8  # "the R of E is V ." and "? what is the R of E :
 
 
 @dataclass(frozen=True)
-class QA:
+class QA(Task):
     name = "qa"
     primary_metric = "exact_match"  # the headline metric: the one answer right
     n_facts: int = 3  # facts in the context; one is asked about
@@ -61,6 +60,3 @@ class QA:
                     "distance": distance_bucket(query - fact_pos)},
             n_facts=self.n_facts, asked=asked, fact_pos=fact_pos,
         )
-
-    def score(self, example: Example, predicted: list[int]) -> dict[str, float]:
-        return exact_match(example, predicted)

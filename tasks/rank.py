@@ -9,7 +9,7 @@ The gold value is the single answer span, scored by exact match like any task. I
 ``meta["candidates"]`` lists ``n_candidates`` single-token answers (``[[id], [id], ..]``), the
 gold at index ``meta["gold"]``; the distractors are the other needles' values first, then
 random numbers, all distinct. A model ranks the candidates by their log-likelihood at the answer
-position(s) and :meth:`CandidateRanking.score_candidates` turns that into the reciprocal rank,
+position(s) and the ``reciprocal_rank`` metric (``suite.results.metrics``) turns that into the reciprocal rank,
 whose mean over examples is the mean reciprocal rank of TREC QA (Voorhees 1999, "The TREC-8
 Question Answering Track Report"). Ties count against the gold: its rank is 1 plus the number
 of other candidates whose log-likelihood is >= the gold's. Slices: the queried needle's depth and
@@ -22,15 +22,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from tasks.base import (
-    ANSWER_ID, ASSIGN_ID, BOS_ID, NUMBER_IDS, QUERY_ID, WORD_IDS,
-    Builder, Example, depth_bucket, distance_bucket, exact_match, scatter, too_short,
+    ANSWER_ID, ASSIGN_ID, BOS_ID, NUMBER_IDS, QUERY_ID, WORD_IDS, Builder, Example, Task, depth_bucket, distance_bucket, scatter, too_short,
 )
 
 
 @dataclass(frozen=True)
-class CandidateRanking:
+class CandidateRanking(Task):
     name = "rank"
     primary_metric = "reciprocal_rank"  # the headline metric: 1 / rank of the gold among the candidates
+    metrics = ("exact_match", "reciprocal_rank", "token_accuracy", "loss")
     n_pairs: int = 2  # key = value needles in the context; one is queried
     n_candidates: int = 4  # candidate answers to rank, the gold among them
 
@@ -67,14 +67,3 @@ class CandidateRanking:
                     "distance": distance_bucket(query - needle_pos)},
             candidates=[[c] for c in candidates], gold=at, n_pairs=self.n_pairs, needle_pos=needle_pos,
         )
-
-    def score(self, example: Example, predicted: list[int]) -> dict[str, float]:
-        return exact_match(example, predicted)
-
-    def score_candidates(self, example: Example, logliks: list[float]) -> dict[str, float]:
-        """Reciprocal rank of the gold given one log-likelihood per candidate (ties count against)."""
-        candidates, gold = example.meta["candidates"], example.meta["gold"]
-        if len(logliks) != len(candidates):
-            raise ValueError(f"rank: got {len(logliks)} log-likelihoods for {len(candidates)} candidates")
-        rank = 1 + sum(ll >= logliks[gold] for i, ll in enumerate(logliks) if i != gold)
-        return {"reciprocal_rank": 1.0 / rank}

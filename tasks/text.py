@@ -47,7 +47,6 @@ no training window reaches), reported at eval lengths above L.
 from __future__ import annotations
 
 import hashlib
-import math
 import platform
 import sysconfig
 from dataclasses import dataclass
@@ -57,13 +56,12 @@ from typing import Callable
 
 import numpy as np
 
-from tasks.base import BOS_ID, SPECIALS, VOCAB_SIZE, Example, too_short
+from tasks.base import BOS_ID, SPECIALS, VOCAB_SIZE, Example, Task, too_short
 
 BYTE_OFFSET = VOCAB_SIZE - 256  # byte b is token BYTE_OFFSET + b
 assert BYTE_OFFSET >= len(SPECIALS), "the vocabulary must hold every special token and all 256 bytes apart"
 HELD_OUT = 0.2  # the share of documents held out (by hash of the name)
 PINNED_PYTHON = "3.11.7"  # the interpreter whose corpora PINNED names
-LN2 = math.log(2.0)
 
 
 def encode_bytes(data: bytes) -> list[int]:
@@ -257,28 +255,17 @@ def eval_examples(corpus: Corpus, length: int, seed: int, n: int) -> list[Exampl
     return [window_example(corpus.test, starts[i], length) for i in chosen]
 
 
-def bits_per_byte(nll, train_len: int) -> dict[str, float]:
-    """The metrics of one window from its per-byte losses in nats (``nll[i]``: byte at position
-    i + 1): bits per byte over every byte, and over the positions at or past ``train_len`` when any."""
-    nll = np.asarray(nll, dtype=np.float64)
-    out = {"bits_per_byte": float(nll.mean() / LN2)}
-    past = nll[train_len - 1 :]
-    if len(past):
-        out["bits_per_byte_past_train"] = float(past.mean() / LN2)
-    return out
-
-
 # ------------------------------------------------------------------------------------------
 # the tasks
 
 
 @dataclass(frozen=True)
-class TextLM:
+class TextLM(Task):
     """Language modelling on a pinned byte corpus (module docstring); ``corpus`` names it."""
 
     corpus = ""
     primary_metric = "bits_per_byte"
-    metrics = ("bits_per_byte", "bits_per_byte_past_train")  # what a length a scheme cannot represent marks '-'
+    metrics = ("bits_per_byte", "bits_per_byte_past_train", "token_accuracy", "loss")
     fixed_length = True  # trained at the training length only (module docstring)
     byte_level = True  # tokens are bytes: lm-eval documents are text, read byte by byte
     digest: str = ""
@@ -290,17 +277,14 @@ class TextLM:
     def text(self) -> Corpus:
         return checked(self.corpus, self.digest)
 
+    def corpus_record(self) -> dict:
+        return self.text.record()
+
     def generate(self, rng: np.random.Generator, length: int) -> Example:
         return train_example(self.text, rng, length)
 
     def eval_set(self, length: int, seed: int, n: int) -> list[Example]:
         return eval_examples(self.text, length, seed, n)
-
-    def score(self, example: Example, predicted: list[int]) -> dict[str, float]:
-        return {}
-
-    def score_nll(self, example: Example, nll, train_len: int) -> dict[str, float]:
-        return bits_per_byte(nll, train_len)
 
 
 @dataclass(frozen=True)
@@ -323,4 +307,3 @@ def describe(name: str) -> str:
             f"{len(c.documents)} documents, {c.n_bytes:,} bytes; digest {c.digest}; held out {len(c.held_out)} "
             f"documents ({len(c.test):,} bytes of stream), training {len(c.documents) - len(c.held_out)} documents "
             f"({len(c.train):,} bytes of stream)")
-

@@ -29,17 +29,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from tasks.base import (
-    ANSWER_ID, ASSIGN_ID, BOS_ID, DOT_ID, NUMBER_IDS, QUERY_ID, TOKEN_ID, WORD_IDS,
-    Builder, Example, distance_bucket, multi_answer_scores, scatter, too_short,
+    ANSWER_ID, ASSIGN_ID, BOS_ID, DOT_ID, MULTI_ANSWER, NUMBER_IDS, QUERY_ID, TOKEN_ID, WORD_IDS, Builder, Example, Task, distance_bucket, scatter, too_short,
 )
 
 HOLD = TOKEN_ID["hold"]
 
 
 @dataclass(frozen=True)
-class VariableTracking:
+class VariableTracking(Task):
     name = "vt"
     primary_metric = "string_match_all"  # the headline metric: share of the chain's variables named (RULER's string_match_all)
+    metrics = MULTI_ANSWER  # exact match and RULER's string_match_all / _part of its several answers
     n_chains: int = 1  # chains in the context: one queried, the others distractors
     hops: int = 4  # "y = x" links per chain; a chain has hops + 1 variables
 
@@ -89,6 +89,3 @@ class VariableTracking:
             slices={"n_keys": str(self.n_chains), "distance": distance_bucket(query - first)},
             n_chains=self.n_chains, hops=self.hops, asked=asked, first_pos=first,
         )
-
-    def score(self, example: Example, predicted: list[int]) -> dict[str, float]:
-        return multi_answer_scores(example, predicted)

@@ -7,6 +7,7 @@ import pytest
 
 from tasks import TASKS, build_task
 from tasks.base import BOS_ID, SEP_ID, decode, encode
+from suite.evaluation.evaluate import score_prediction
 
 
 @pytest.mark.parametrize("length", [32, 33, 256, 4096])
@@ -32,10 +33,10 @@ def test_copy_is_deterministic_per_seed_and_distinct_within_the_alphabet():
 def test_copy_scoring():
     task = build_task("copy")
     ex = task.generate(np.random.default_rng(1), 20)
-    assert task.score(ex, ex.tokens) == {"exact_match": 1.0}
+    assert score_prediction(task, ex, ex.tokens) == {"exact_match": 1.0}
     wrong = list(ex.tokens)
     wrong[ex.answer_spans[0][1] - 1] = BOS_ID
-    assert task.score(ex, wrong) == {"exact_match": 0.0}
+    assert score_prediction(task, ex, wrong) == {"exact_match": 0.0}
 
 
 def test_text_round_trips_through_the_whitespace_tokenizer():

@@ -17,7 +17,7 @@ from suite.results import store
 from suite.results.learned import LEARNED_AT
 from suite.run import execute
 from suite.training.loop import train
-from tasks.base import Example
+from tasks.base import Example, Task
 from tests.conftest import killed_and_resumed, make_spec
 
 TINY = ["train.batch_size=4", "train.seq_len=16", "eval.n_examples=4", "eval.batch_size=4", "eval.multiples=[1]",
@@ -140,7 +140,7 @@ def test_a_check_leaves_torchs_random_state_and_the_train_mode_as_they_were():
     assert set(scores) == {"copy"} and 0.0 <= scores["copy"] <= 1.0
 
 
-class Tiny:
+class Tiny(Task):
     """A task of two tokens from {4, 5, 6}: nine examples in all, so draws repeat eval examples often."""
 
     name = "tiny"

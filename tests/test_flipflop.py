@@ -31,6 +31,7 @@ from suite.evaluation.evalsets import generate as eval_examples
 from tasks import build_task
 from tasks.base import TOKEN_ID, decode, distance_bucket
 from tasks.flipflop import IGNORE, READ, SPLITS, WRITE, FlipFlop, program
+from suite.evaluation.evaluate import score_prediction
 
 P = {"in_dist": 0.8, "sparse": 0.98, "dense": 0.1}  # the paper's FFL(0.8), FFL(0.98), FFL(0.1)
 
@@ -139,17 +140,17 @@ def test_evaluation_sets_hold_the_three_splits(tmp_path):
 
 
 def test_slices_name_the_split_and_the_longest_write_to_read_distance():
-    from suite.evaluation.evaluate import _Tally
+    from suite.evaluation.evaluate import _Tally, metrics_of, scored
 
     task = build_task("flipflop")
-    tally, longest = _Tally(), {s: [] for s in SPLITS}
+    tally, longest = _Tally(metrics_of(task)), {s: [] for s in SPLITS}
     for ex in eval_examples(task, 257, seed=7, n=90):
         _, reads = walk(ex.tokens)
         far = max(d for _, _, d in reads)
         split = ex.meta["slices"]["split"]
         assert ex.meta["slices"] == {"split": split, "distance": distance_bucket(far)} and ex.meta["p_ignore"] == P[split]
         longest[split].append(far)
-        tally.add(ex, task.score(ex, ex.tokens))
+        tally.add(ex, scored(ex, ex.tokens, [0.0] * (len(ex.tokens) - 1)))
     slices = {s for _, _, _, s in tally.rows()}
     assert {f"split={s}" for s in SPLITS} <= slices and any(s.startswith("distance=<") for s in slices)
     assert np.mean(longest["sparse"]) > np.mean(longest["in_dist"]) > np.mean(longest["dense"])
@@ -165,8 +166,8 @@ def test_the_last_written_bit_scores_one_and_its_opposite_zero():
         right, wrong = [0] * length, [0] * length  # every other position is wrong: only reads count
         for at, register, _ in reads:
             right[at], wrong[at] = TOKEN_ID[register], TOKEN_ID[flip[register]]
-        assert task.score(ex, right) == {"exact_match": 1.0, "string_match_all": 1.0, "string_match_part": 1.0}
-        assert task.score(ex, wrong) == {"exact_match": 0.0, "string_match_all": 0.0, "string_match_part": 0.0}
+        assert score_prediction(task, ex, right) == {"exact_match": 1.0, "string_match_all": 1.0, "string_match_part": 1.0}
+        assert score_prediction(task, ex, wrong) == {"exact_match": 0.0, "string_match_all": 0.0, "string_match_part": 0.0}
 
 
 def test_too_short_lengths_and_bad_probabilities_are_refused():

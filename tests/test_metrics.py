@@ -20,8 +20,9 @@ import torch
 from suite.evaluation.evaluate import score_examples
 from suite.lmeval import tasks as lm
 from suite.results.metrics import METRICS
-from tasks import build_task
-from tasks.base import VOCAB_SIZE, Example, exact_match, multi_answer_scores
+from suite.results.metrics import Evidence
+from suite.results.metrics import metric as declared
+from tasks.base import MULTI_ANSWER, VOCAB_SIZE, Example, Task
 
 # tokens 10..16, three one-token answers at positions 2, 4 and 6
 GOLD = Example(tokens=[10, 11, 12, 13, 14, 15, 16], answer_spans=[(2, 3), (4, 5), (6, 7)])
@@ -39,11 +40,8 @@ class Predicts(torch.nn.Module):
         return 4.0 * torch.nn.functional.one_hot(nxt, VOCAB_SIZE).float()
 
 
-class MultiAnswer:
-    name, primary_metric = "multi", "string_match_all"
-
-    def score(self, example, predicted):
-        return multi_answer_scores(example, predicted)
+class MultiAnswer(Task):
+    name, primary_metric, metrics = "multi", "string_match_all", MULTI_ANSWER
 
 
 def _with(right: int) -> list[int]:
@@ -69,18 +67,17 @@ def _evaluation_values() -> dict[str, list[float]]:
 
 def _task_values() -> dict[str, list[float]]:
     out = defaultdict(list)
+    """Each metric object's own value of one example (``Metric.compute``)."""
     for right in range(4):
-        for scorer in (exact_match, multi_answer_scores):
-            for metric, value in scorer(GOLD, _with(right)).items():
-                out[metric].append(value)
-    rank = build_task("rank")
-    ex = Example(tokens=[], answer_spans=[], meta={"candidates": [[1], [2], [3]], "gold": 0})
+        evidence = Evidence(GOLD.tokens, GOLD.answer_spans, _with(right))
+        for name in ("exact_match", "string_match_all", "string_match_part"):
+            out[name].append(declared(name).compute(evidence))
     for logliks in ([-1.0, -2.0, -3.0], [-2.0, -1.0, -3.0], [-3.0, -2.0, -1.0]):  # ranks 1, 2, 3
-        out["reciprocal_rank"].append(rank.score_candidates(ex, logliks)["reciprocal_rank"])
-    text = build_task("prose")  # natural text: bits per byte from per-byte losses in nats (1, 2, 3 bits)
-    for nll in ([1.0, 2.0, 3.0], [0.5, 0.5, 4.0]):
-        for metric, value in text.score_nll(GOLD, [x * math.log(2) for x in nll], 2).items():
-            out[metric].append(value)
+        out["reciprocal_rank"].append(declared("reciprocal_rank").compute(Evidence((), (), (), logliks=logliks, gold=0)))
+    for nll in ([1.0, 2.0, 3.0], [0.5, 0.5, 4.0]):  # natural text: per-byte losses in nats (1, 2, 3 bits)
+        evidence = Evidence(GOLD.tokens, GOLD.answer_spans, GOLD.tokens, nll=[x * math.log(2) for x in nll], train_len=2)
+        for name in ("bits_per_byte", "bits_per_byte_past_train"):
+            out[name].append(declared(name).compute(evidence))
     return out
 
 

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tasks.base import ANSWER_ID, BOS_ID, QUERY_ID, WORD_IDS, Builder, Example, exact_match, too_short
+from tasks.base import ANSWER_ID, BOS_ID, QUERY_ID, WORD_IDS, Builder, Example, Task, too_short
 
 
 @dataclass(frozen=True)
-class FirstWord:
+class FirstWord(Task):
     name = "first_word"
     primary_metric = "exact_match"
     spread: int = 1  # words the first one is drawn from, as a multiple of 1
@@ -38,9 +38,6 @@ class FirstWord:
         b.add([QUERY_ID, ANSWER_ID])
         b.answer([words[0]])
         return b.example()
-
-    def score(self, example: Example, predicted: list[int]) -> dict[str, float]:
-        return exact_match(example, predicted)
 '''
 
 

@@ -12,6 +12,7 @@ from scipy import stats
 from suite.data.batch import length_range, make_batch, sample_length, shortest_length
 from tasks import build_task
 from tasks.base import EOS_ID, PAD_ID
+from suite.evaluation.evaluate import score_prediction
 from tests.conftest import make_spec
 
 
@@ -66,7 +67,7 @@ def test_with_eos_the_answer_closes_with_end_of_sequence(name, params, length):
         assert len(set(items)) == 1
     early = list(ex.tokens)
     early[e - 1] = items[0]  # not stopping where the input did is wrong
-    assert task.score(ex, early)["exact_match"] == 0.0
+    assert score_prediction(task, ex, early)["exact_match"] == 0.0
 
 
 def test_without_eos_copy_scores_only_the_items():

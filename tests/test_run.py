@@ -1,6 +1,6 @@
 """End to end: Hydra config -> spec -> model -> train -> evaluate -> results store.
 
-Mutation check: in tasks/rank.py score_candidates, counting candidates with ll >= the gold's -> ll <=
+Mutation check: in suite/results/metrics.py _reciprocal_rank, counting candidates with ll >= the gold's -> ll <=
 makes test_rank_task_reports_reciprocal_rank_from_candidate_logliks fail; dropping "headline" from the rows
 RunLifecycle.store writes (suite/lifecycle.py) makes test_execute_writes_one_long_format_file_and_skips_when_rerun fail."""
 import json
@@ -83,8 +83,8 @@ def test_learned_positions_past_a_short_table_are_unsupported(tmp_path):
     path = execute(make_spec(*QUICK, "position=learned", "position.max_positions=16"), results_dir=tmp_path, progress=False)
     rows = store.read_run(path)["rows"]
     at_2x = [r for r in rows if r["eval_len"] == 32]
-    # copy's headline metric and exact match, each marked, so every board reads '-' there
-    assert sorted(r["metric"] for r in at_2x) == ["exact_match", "token_accuracy"]
+    # every metric copy is scored by, each marked, so every board reads '-' there
+    assert sorted(r["metric"] for r in at_2x) == ["exact_match", "loss", "token_accuracy"]
     assert {r["status"] for r in at_2x} == {"unsupported"} and all(math.isnan(r["value"]) for r in at_2x)
     assert all(r["status"] == "ok" for r in rows if r["eval_len"] == 16)
     board = tables.leaderboard(store.load(path.parent))

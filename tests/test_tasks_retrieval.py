@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tasks import build_task
+from suite.evaluation.evaluate import score_prediction
 from tasks.base import (
     ANSWER_ID, ASSIGN_ID, BOS_ID, DOT_ID, NUMBER_IDS, QUERY_ID, SEP_ID, WORD_IDS, decode,
 )
@@ -101,7 +102,7 @@ def test_a_wrong_last_answer_scores_zero_exact_and_half_the_items(name):
     ex = task.generate(np.random.default_rng(5), 64)
     wrong = list(ex.tokens)
     wrong[ex.answer_spans[-1][1] - 1] = BOS_ID
-    scores = task.score(ex, wrong)
+    scores = score_prediction(task, ex, wrong)
     assert scores["exact_match"] == 0.0
     if len(ex.answer_spans) == 2:  # the multi-answer tasks (two answers by default)
         assert scores["string_match_all"] == 0.5 and scores["string_match_part"] == 1.0

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from tasks import TASKS, build_task
+from suite.evaluation.evaluate import score_prediction
 from tasks.base import (
     ANSWER_ID, ASSIGN_ID, BOS_ID, DOT_ID, NUMBER_IDS, QUERY_ID, RELATION_IDS, TOKEN_ID, WORD_IDS,
     decode, depth_bucket, distance_bucket, encode,
@@ -71,11 +72,11 @@ def test_seeded(name):
 def test_scoring_gold_and_corrupted(name):
     task = build_task(name)
     ex = make(name, 64, seed=5)
-    gold = task.score(ex, ex.tokens)
+    gold = score_prediction(task, ex, ex.tokens)
     assert gold["exact_match"] == 1.0 and all(v == 1.0 for v in gold.values())
     wrong = list(ex.tokens)
     wrong[ex.answer_spans[-1][0]] = BOS_ID
-    bad = task.score(ex, wrong)
+    bad = score_prediction(task, ex, wrong)
     assert bad["exact_match"] == 0.0
     if len(ex.answer_spans) > 1:  # multi-answer tasks: RULER's partial credit
         n = len(ex.answer_spans)
@@ -84,7 +85,7 @@ def test_scoring_gold_and_corrupted(name):
         none = list(ex.tokens)
         for s, _ in ex.answer_spans:
             none[s] = BOS_ID
-        assert task.score(ex, none) == {"exact_match": 0.0, "string_match_all": 0.0, "string_match_part": 0.0}
+        assert score_prediction(task, ex, none) == {"exact_match": 0.0, "string_match_all": 0.0, "string_match_part": 0.0}
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -235,19 +236,19 @@ def test_rank_gold_candidate_is_the_needle_value(length):
 
 
 def test_rank_reciprocal_rank_counts_ties_against_the_gold():
-    task = build_task("rank")
+    """Mutation check: ``>=`` -> ``>`` in the reciprocal_rank metric (suite/results/metrics.py) makes this fail."""
+    from suite.results.metrics import Evidence, metric
+
     ex = make("rank", 32, seed=1)
     g = ex.meta["gold"]
     other = (g + 1) % 4
 
-    def logliks(gold, other_value):
-        ll = [-9.0, -8.0, -7.5, -9.5]
+    def rr(gold, other_value, ll=None):
+        ll = list(ll or [-9.0, -8.0, -7.5, -9.5])
         ll[g], ll[other] = gold, other_value
-        return ll
+        return metric("reciprocal_rank").compute(Evidence(ex.tokens, ex.answer_spans, ex.tokens, logliks=ll, gold=g))
 
-    assert task.score_candidates(ex, logliks(-1.0, -2.0)) == {"reciprocal_rank": 1.0}
-    assert task.score_candidates(ex, logliks(-2.0, -1.0)) == {"reciprocal_rank": 0.5}
-    assert task.score_candidates(ex, logliks(-1.0, -1.0)) == {"reciprocal_rank": 0.5}  # a tie counts against
-    assert task.score_candidates(ex, [0.0] * 4) == {"reciprocal_rank": 0.25}
-    with pytest.raises(ValueError, match="3 log-likelihoods for 4 candidates"):
-        task.score_candidates(ex, [0.0] * 3)
+    assert rr(-1.0, -2.0) == 1.0
+    assert rr(-2.0, -1.0) == 0.5
+    assert rr(-1.0, -1.0) == 0.5  # a tie counts against
+    assert rr(0.0, 0.0, [0.0] * 4) == 0.25

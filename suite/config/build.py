@@ -478,7 +478,7 @@ def build(cfg: DictConfig | dict, probe_tasks: bool = True) -> RunSpec:
         schedule = _checked_schedule(t.pop("schedule", None) or [], t, dims, eval_lens)
         layers = _scheduled(layers, schedule, str(cfg.position.name))
         tasks, taskset = resolve_tasks(cfg)
-        if all(getattr(TASKS[task.name], "fixed_length", False) for task in tasks):
+        if all(TASKS[task.name].fixed_length for task in tasks):
             t["min_len"] = None  # natural text trains at the training length only, as language models do (tasks/text.py)
         sweep = _sweep_name(cfg)
         if probe_tasks:

@@ -4,8 +4,7 @@ score on it that decides whether a run has learned its tasks and may stop traini
 A run with ``train.until_learned`` scores, every ``train.check_every`` steps (and at ``steps`` and
 at the cap), the headline metric of each judged task (one whose line the caller gives: a bounded
 metric where higher is better) at the training length on its check set. The check set holds
-``train.check_examples`` examples drawn like the eval set's (the task's ``eval_generate`` when it
-has one) from a seed stream of their own, ``[eval.seed, length, CHECK_STREAM]`` beside the eval
+``train.check_examples`` examples drawn like the eval set's (the task's ``eval_generate``) from a seed stream of their own, ``[eval.seed, length, CHECK_STREAM]`` beside the eval
 set's ``[eval.seed, length]``; an example whose tokens equal an eval-set example's is dropped and
 the next one drawn, so no check example is scored again by the evaluation. A check set is named
 by the hash of its examples (``set_digest``), which the run's check rows carry as their ``eval_set``.
@@ -38,12 +37,11 @@ def check_set(task, length: int, seed: int, n: int, eval_examples: list[Example]
     an example in ``eval_examples``; ValueError when ``MAX_DRAWS * n`` draws do not give ``n``."""
     taken = {tuple(int(t) for t in ex.tokens) for ex in eval_examples}
     rng = np.random.default_rng([seed, length, CHECK_STREAM])
-    make = getattr(task, "eval_generate", task.generate)
     out: list[Example] = []
     for _ in range(MAX_DRAWS * n):
         if len(out) == n:
             break
-        ex = make(rng, length)
+        ex = task.eval_generate(rng, length)
         if tuple(int(t) for t in ex.tokens) not in taken:
             out.append(ex)
     if len(out) < n:

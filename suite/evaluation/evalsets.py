@@ -26,12 +26,11 @@ def eval_set_hash(task_name: str, params: dict, length: int, seed: int, n: int, 
 
 def generate(task, length: int, seed: int, n: int) -> list[Example]:
     """``n`` evaluation examples of ``length`` tokens: the task's ``eval_set(length, seed, n)`` when
-    it defines one (a set drawn as a whole: natural text's non-overlapping held-out windows), else
-    from its ``eval_generate(rng, length)`` when it defines one, else from ``generate``. Training
-    only calls ``generate``, so the optional hooks let a task be evaluated on distributions it is
-    not trained on."""
-    if hasattr(task, "eval_set"):
-        return task.eval_set(length, seed, n)
+    it draws one as a whole (natural text's non-overlapping held-out windows), else ``n`` draws of
+    its ``eval_generate(rng, length)`` (``generate`` unless the task evaluates on distributions it
+    is not trained on). Training only calls ``generate``."""
+    whole = task.eval_set(length, seed, n)
+    if whole is not None:
+        return whole
     rng = np.random.default_rng([seed, length])
-    make = getattr(task, "eval_generate", task.generate)
-    return [make(rng, length) for _ in range(n)]
+    return [task.eval_generate(rng, length) for _ in range(n)]

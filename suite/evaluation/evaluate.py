@@ -3,11 +3,13 @@
 For each task and each multiple m of the training length, every scheme is scored on the same
 cached examples (``suite.evaluation.evalsets``). Predictions are teacher-forced argmax tokens, which for
 exact match equals greedy decoding: a greedy decoder produces the gold span exactly when every
-teacher-forced argmax in it is right. Metrics: the task's own (exact match, RULER's
-string_match_all/part), token accuracy and answer loss; ranking tasks add reciprocal rank from
-candidate log-likelihoods; natural-text tasks add bits per byte from every position's loss
-(``score_nll``, told the training length). Per-example slices (needle depth, number of keys, distance) become
-extra rows. A length a scheme cannot represent yields ``unsupported`` rows instead of a crash.
+teacher-forced argmax in it is right. Each example's ``Evidence`` (its predictions, every
+position's next-token loss, a ranking task's candidate log-likelihoods, the training length) goes
+to each metric the task names (``Task.metrics``); the metric object computes its value and
+combines the examples (``suite.results.metrics``: exact match, RULER's string_match_all/part,
+token accuracy, answer loss, reciprocal rank, bits per byte). Per-example slices (needle depth,
+number of keys, distance) of the metrics averaged over examples become extra rows. A length a
+scheme cannot represent yields ``unsupported`` rows instead of a crash.
 """
 from __future__ import annotations
 
@@ -24,12 +26,7 @@ from suite.model.position import LengthUnsupported
 from suite.config.spec import RunSpec
 from suite.data.batch import collate, next_token_loss
 from suite.evaluation.slices import ALL, format_slice
-
-
-def marked_metrics(task) -> tuple[str, ...]:
-    """The metrics a board marks '-' where a run has no score (a length the scheme cannot represent,
-    a diverged run): the task's ``metrics`` when it declares them, else its headline and exact match."""
-    return tuple(dict.fromkeys(getattr(task, "metrics", None) or (task.primary_metric, "exact_match")))
+from suite.results.metrics import CANDIDATES, MEAN, PREDICTIONS, Evidence, Metric, metric
 
 
 def candidate_logliks(logprobs: torch.Tensor, ex) -> list[float]:
@@ -45,54 +42,74 @@ def candidate_logliks(logprobs: torch.Tensor, ex) -> list[float]:
 
 
 class _Tally:
-    """Running sums for one (task, length) cell."""
+    """The values of one (task, length) cell's examples, per metric and per slice."""
 
-    def __init__(self):
-        self.sums, self.n = defaultdict(float), 0
+    def __init__(self, metrics: list[Metric]):
+        self.metrics, self.n = metrics, 0
+        self.values: dict[str, list] = defaultdict(list)
         self.slices: dict[tuple[str, str], list[float]] = defaultdict(list)
-        self.tok_hits = self.tok_total = self.nll = 0.0
 
-    def add(self, ex, scores: dict):
+    def add(self, ex, evidence: Evidence):
         self.n += 1
         slices = [format_slice(**{key: bucket}) for key, bucket in ex.meta.get("slices", {}).items()]
-        for metric, value in scores.items():
-            self.sums[metric] += value
-            for s in slices:
-                self.slices[(metric, s)].append(value)
+        for m in self.metrics:
+            value = m.compute(evidence)
+            if value is None:
+                continue
+            self.values[m.name].append(value)
+            if m.aggregate == MEAN:  # a pooled metric (token accuracy, loss) is one figure over the cell's tokens
+                for s in slices:
+                    self.slices[(m.name, s)].append(value)
+
+    def value(self, name: str) -> float:
+        """The cell's value of metric ``name`` over its examples (``Metric.combine``)."""
+        return next(m for m in self.metrics if m.name == name).combine(self.values[name])
 
     def rows(self):
-        out = [(metric, total / self.n, self.n, ALL) for metric, total in self.sums.items()]
-        out.append(("token_accuracy", self.tok_hits / max(self.tok_total, 1), self.n, ALL))
-        out.append(("loss", self.nll / max(self.tok_total, 1), self.n, ALL))
+        """(metric, value, examples, slice) of every metric with a value: over all examples, then per slice."""
+        out = [(m.name, self.value(m.name), self.n, ALL) for m in self.metrics if self.values[m.name]]
         out += [(m, float(np.mean(v)), len(v), s) for (m, s), v in sorted(self.slices.items())]
         return out
 
 
+def scored(ex, predicted, nll, logprobs=None, train_len: int = 0) -> Evidence:
+    """The ``Evidence`` of example ``ex``: ``predicted`` the teacher-forced argmax of every
+    position, ``nll`` (T - 1,) each next token's loss, ``logprobs`` (T - 1, V) the next-token
+    log-probabilities when a metric reads the candidates (a ranking task)."""
+    logliks = None if logprobs is None else candidate_logliks(logprobs, ex)
+    return Evidence(ex.tokens, ex.answer_spans, predicted[: len(ex.tokens)], nll[: len(ex.tokens) - 1],
+                    logliks=logliks, gold=ex.meta.get("gold"), train_len=train_len)
+
+
+def metrics_of(task) -> list[Metric]:
+    """The metric objects of the task's ``metrics``."""
+    return [metric(name) for name in task.metrics]
+
+
+def score_prediction(task, ex, predicted: list[int]) -> dict[str, float]:
+    """The values for example ``ex`` of the task's per-example metrics that read only its
+    predicted tokens (exact match, RULER's string matches): what a greedy decoder's output
+    ``predicted`` (a token for every position) scores."""
+    evidence = Evidence(ex.tokens, ex.answer_spans, list(predicted)[: len(ex.tokens)])
+    return {m.name: m.compute(evidence) for m in metrics_of(task) if m.reads == PREDICTIONS and m.aggregate == MEAN}
+
+
 @torch.no_grad()
 def score_examples(model, task, examples, batch_size: int, device, autocast, train_len: int = 0) -> _Tally:
-    tally = _Tally()
-    ranks = hasattr(task, "score_candidates")
-    per_position = hasattr(task, "score_nll")
+    tally = _Tally(metrics_of(task))
+    ranks = any(m.reads == CANDIDATES for m in tally.metrics)
     for i in range(0, len(examples), batch_size):
         batch = examples[i : i + batch_size]
         tokens, mask = collate(batch)
         tokens, mask = tokens.to(device), mask.to(device)
         with autocast:
             logits = model(tokens)
-        nll, weight = next_token_loss(logits, tokens, mask, reduction="none")
-        pred = logits[:, :-1].argmax(-1)
-        tally.tok_hits += ((pred == tokens[:, 1:]).float() * weight).sum().item()
-        tally.tok_total += weight.sum().item()
-        tally.nll += (nll * weight).sum().item()
-        pred_full = torch.cat([tokens[:, :1], pred], dim=1).cpu().tolist()
-        logprobs = torch.log_softmax(logits[:, :-1].float(), dim=-1) if ranks else None
-        for j, (ex, predicted) in enumerate(zip(batch, pred_full)):
-            scores = dict(task.score(ex, predicted[: len(ex.tokens)]))
-            if ranks:
-                scores.update(task.score_candidates(ex, candidate_logliks(logprobs[j], ex)))
-            if per_position:
-                scores.update(task.score_nll(ex, nll[j, : len(ex.tokens) - 1].double().cpu().numpy(), train_len))
-            tally.add(ex, scores)
+        nll, _ = next_token_loss(logits, tokens, mask, reduction="none")  # (B, T-1)
+        pred = torch.cat([tokens[:, :1], logits[:, :-1].argmax(-1)], dim=1).cpu().tolist()  # (B, T)
+        nll = nll.double().cpu().numpy()
+        logprobs = torch.log_softmax(logits[:, :-1].float(), dim=-1) if ranks else None  # (B, T-1, V)
+        for j, ex in enumerate(batch):
+            tally.add(ex, scored(ex, pred[j], nll[j], None if logprobs is None else logprobs[j], train_len))
     return tally
 
 
@@ -114,9 +131,9 @@ def evaluate(model, spec: RunSpec, tasks, device: Optional[torch.device] = None,
                 timing["eval_sets_s"] = timing.get("eval_sets_s", 0.0) + time.perf_counter() - t0
             base = {"task": task_spec.name, "eval_len": length, "len_ratio": length / spec.train.seq_len,
                     "eval_set": digest}
-            # the task's headline metric and exact match (or its own list), so every board marks the length '-'
+            # every metric the task is scored by, so every board marks the length '-'
             unsupported = [{**base, "slice": ALL, "metric": m, "value": float("nan"), "n": 0, "status": "unsupported"}
-                           for m in marked_metrics(task)]
+                           for m in task.metrics]
             if limit is not None and max(len(ex.tokens) for ex in examples) - 1 > limit:
                 rows += unsupported
                 continue

@@ -160,7 +160,7 @@ class PosBenchEvalLM(TemplateLM):
             torch.set_num_threads(int(threads))
         self.run_id = self.payload["run"].get("run_id")
         names = [t["name"] for t in self.payload["run"]["spec"]["tasks"]]
-        self.byte_level = all(getattr(TASKS.get(n), "byte_level", False) for n in names)  # text read as bytes
+        self.byte_level = all(n in TASKS and TASKS[n].byte_level for n in names)  # text read as bytes
         size = str(batch_size or DEFAULT_BATCH)
         self.batch_size = int(size) if size.isdigit() else DEFAULT_BATCH  # "auto": the default
         self._warned = False

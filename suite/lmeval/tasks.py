@@ -42,7 +42,8 @@ from suite.config.schema import EvalConf
 from suite.config.build import task_spec
 from suite.config.spec import EXAMPLES_MAX, TaskSpec
 from suite.options import COUNT_MAX, LENGTH_MAX
-from tasks import TASKS, build_task
+from suite.results.metrics import Evidence, metric
+from tasks import TASKS
 from tasks.base import BOS_ID, EOS_ID, VOCAB, Example, decode
 from tasks.text import decode_bytes
 
@@ -111,7 +112,7 @@ def build_docs(name: str, lengths=DEFAULT_LENGTHS, n_examples: int = DEFAULT_N, 
         raise ValueError(f"metadata data_seed={data_seed!r}: must be an integer in [0, {COUNT_MAX:,}]")
     data_seed = default_seed() if data_seed is None else data_seed
     task = task_of(name, params).build()
-    docs_of = text_docs if getattr(task, "byte_level", False) else example_docs
+    docs_of = text_docs if task.byte_level else example_docs
     sets = {}
     for length in _lengths(lengths):
         try:
@@ -190,9 +191,9 @@ def process_results_tokens(doc: dict, results: list) -> dict:
 
 
 def pooled(items: list[tuple[int, int]]) -> float:
-    """Right tokens over scored tokens, pooled over the documents: the suite's token accuracy
-    (``suite.evaluation.evaluate``: hits over answer tokens of all examples)."""
-    return sum(right for right, _ in items) / max(sum(total for _, total in items), 1)
+    """Right tokens over scored tokens, pooled over the documents: the suite's token accuracy, as
+    its metric object combines the examples' (right, scored) pairs (``suite.results.metrics``)."""
+    return metric("token_accuracy").combine(items)
 
 
 def process_results_multi(doc: dict, results: list[str]) -> dict[str, float]:
@@ -250,7 +251,6 @@ def process_results_rank(doc: dict, results: list[tuple[float, bool]]) -> dict[s
     the gold) and ``acc`` (the gold strictly first)."""
     if blanked(results):
         return {}
-    logliks = [ll for ll, _ in results]
-    example = Example(tokens=[], answer_spans=[], meta={"candidates": doc["choices"], "gold": doc["gold"]})
-    rr = build_task("rank").score_candidates(example, logliks)["reciprocal_rank"]
+    evidence = Evidence((), (), (), logliks=[ll for ll, _ in results], gold=doc["gold"])
+    rr = metric("reciprocal_rank").compute(evidence)
     return {"acc": float(rr == 1.0), "reciprocal_rank": rr}

@@ -7,7 +7,7 @@ what the task is:
 
 * a natural-text task (``byte_level``: code, prose): ``_rolling_template``, lm-eval's
   ``loglikelihood_rolling`` over each held-out window, giving bits per byte;
-* a task that ranks candidates (it has ``score_candidates``): ``_choice_template``, lm-eval's
+* a task that ranks candidates (a metric of its ``metrics`` reads them, ``reciprocal_rank``): ``_choice_template``, lm-eval's
   ``multiple_choice``;
 * a task whose answers sit between queries (answer spans apart from each other, so
   ``suite.lmeval.tasks.example_docs`` makes several documents of one example):
@@ -40,6 +40,7 @@ from suite.config import schema
 from suite.config.compose import CONF_DIR
 from suite.lmeval.tasks import example_docs
 from suite.config.build import task_spec
+from suite.results.metrics import CANDIDATES, metric
 from tasks import TASKS
 
 TEMPLATES = Path(__file__).resolve().parent / "yaml"
@@ -50,13 +51,13 @@ PROBE_LIMIT = 4096  # the longest length probed for a task's shortest example
 def template(name: str) -> str:
     """The template that scores task ``name`` (see the module docstring)."""
     task = task_spec(name).build()
-    if getattr(task, "byte_level", False):
+    if task.byte_level:
         return "_rolling_template"
-    if hasattr(task, "score_candidates"):
+    if any(metric(m).reads == CANDIDATES for m in task.metrics):
         return "_choice_template"
     length = shortest_length(task, PROBE_LIMIT)
     example = task.generate(np.random.default_rng(0), length)
-    if getattr(task, "answers_between_queries", False) or len(example_docs(example, length, 0)) > 1:
+    if task.answers_between_queries or len(example_docs(example, length, 0)) > 1:
         return "_per_query_template"
     if task.primary_metric in ("string_match_all", "string_match_part"):
         return "_multi_template"
