@@ -7,15 +7,21 @@ peak; it counts what is held at once:
 
 * weights, gradients and AdamW's two moments (16 bytes per parameter in fp32);
 * training activations kept for the backward pass, per layer and token (2 bytes each under bf16);
-* attention scores where the chosen path builds them: ``reference`` (and SDPA with a learned
-  bias, which trains through the reference path, and every path for a scheme whose term reads
-  the logits, ``needs_logits``) keeps ``B x H x T x T`` logits and probabilities per layer; a
-  scheme with its own attention (``own_attention``: stick-breaking, PaTH) keeps what it declares
-  per pair of tokens (``pair_floats``) on every path, and a data-dependent bias (FoX) adds one
-  ``B x H x T x T`` tensor where it is materialized (the reference path; SDPA below float32);
-  SDPA with a fixed bias or a window at most ``2 x BLOCK`` long builds one ``H x T x T`` mask;
-  FlexAttention and SDPA's causal and blockwise kernels build none.
+* attention scores where the layer's path builds them. The path is the plan the model runs
+  (``suite.model.attention_plan.plan``), read for each softmax layer by ``layer_plan`` from the
+  spec (the scheme's flags, the span's ``reach`` and ``is_full``, the length, gradients on when
+  training, bf16), and the estimate counts what that plan says is built:
 
+  - scores kept per layer (the reference path, a scheme's own attention, a learned bias training
+    block by block): ``pair_floats`` per pair (logits and probabilities; stick-breaking and PaTH
+    declare more) over ``B x H x T x keys``, ``keys`` being T, or ``BLOCK + reach - 1`` block by block;
+  - a data-dependent bias built dense (FoX on the reference path, or SDPA below float32): one more
+    float per pair;
+  - the largest of one ``H x T x T`` tensor shared by a scheme's layers (SDPA's float mask, the
+    reference path's bias, FlexAttention's learned bias while training) and one block's
+    ``B x H x BLOCK x keys`` on the blockwise path;
+
+  FlexAttention and SDPA's causal kernel build none;
 * what a scheme declares it holds beyond the scores (``held_floats``: CoPE's per-query table
   products, whose size grows with ``position.npos_max``; randomized positions' hashed keys);
 * a layer whose token mixer is no softmax attention (a gated linear recurrence) builds no scores:
@@ -34,11 +40,12 @@ from typing import Optional
 
 import torch
 
-from suite.model.attention import BLOCK, choose_impl
+from suite.model.attention_plan import Plan, plan
 from suite.model.init import shapes_only
 from suite.model.mixer import MIXERS
 from suite.model.position import SCHEMES, PositionScheme
 from suite.model.position.base import Dims
+from suite.model.span import SPANS
 from suite.config.spec import RunSpec
 from suite.files import sweep_dir
 
@@ -52,7 +59,8 @@ class ResourceError(RuntimeError):
 
 def _bias_kind(spec: RunSpec, layer) -> str:
     """"none", "fixed" or "learned": whether the layer's scheme adds a score bias, and whether
-    that bias has parameters (T5's bucket table does)."""
+    that bias has parameters (T5's bucket table does), from its class: a scheme that overrides
+    ``bias`` counts as having one (a wrapper over a base without one is counted as with)."""
     cls = SCHEMES[layer.position]
     if cls.bias is PositionScheme.bias:
         return "none"
@@ -71,32 +79,37 @@ def parameter_count(spec: RunSpec) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+def layer_plan(spec: RunSpec, layer, device: torch.device, length: int, training: bool) -> Plan:
+    """The attention plan of one softmax layer of ``spec`` at ``length`` tokens on ``device``, the
+    model's own (``suite.model.attention_plan.plan``) for a forward with gradients (``training``) or
+    without, read from the spec: the scheme's class flags, the span built from its config."""
+    cls = SCHEMES[layer.position]
+    span = SPANS[layer.span](layer.span_cfg)
+    return plan(spec.model.attention, device.type, own_attention=cls.own_attention, needs_logits=cls.needs_logits,
+                bias=_bias_kind(spec, layer), data_bias=cls.signal_bias is not PositionScheme.signal_bias,
+                reach=span.reach, full=span.is_full, length=length, want_logits=False, grad=training,
+                below_fp32=spec.train.precision == "bf16")
+
+
 def _attention_bytes(spec: RunSpec, device: torch.device, batch: int, length: int, training: bool) -> float:
-    impl = choose_impl(spec.model.attention, device)
+    """What the token mixers hold at ``length`` tokens: each softmax layer what its plan
+    (``layer_plan``) builds, each recurrence what it declares; per layer for the backward when
+    ``training`` (summed), one layer at a time without (the largest)."""
     m = spec.model
-    total, masks = 0.0, 0.0
+    total, once = 0.0, 0.0  # per layer (summed when training); the largest tensor built once
     for layer in m.layers:
         mixer = MIXERS[layer.mixer]
-        if not mixer.softmax:  # no scores: what the recurrence keeps, per layer for the backward
+        if not mixer.softmax:  # no scores: what the recurrence keeps
             held = mixer.held_floats(layer.mixer_cfg, m.d_model, m.n_heads, batch, length, training) * FP32
-            total = total + held if training else max(total, held)
-            continue
-        cls = SCHEMES[layer.position]
-        scores = batch * m.n_heads * length * length * FP32
-        bias = _bias_kind(spec, layer)
-        data_bias = cls.signal_bias is not PositionScheme.signal_bias
-        below_fp32 = training and spec.train.precision == "bf16"
-        on_reference = impl == "reference" or cls.needs_logits or cls.own_attention
-        if on_reference or (impl == "sdpa" and training and bias == "learned"):
-            # logits and probabilities (or what the scheme's own attention declares): kept per
-            # layer for the backward, one layer at a time without
-            floats = cls.pair_floats(m.head_dim, training) + (1 if data_bias else 0)
-            total = total + floats * scores if training else max(total, floats * scores)
-        elif impl == "sdpa" and data_bias and below_fp32:
-            total = total + scores  # the bias a_i + b_j as a dense mask, one per layer
-        elif impl == "sdpa" and (bias != "none" or (layer.span != "full" and length <= 2 * BLOCK)):
-            masks = max(masks, m.n_heads * length * length * FP32)
-    return total + masks + _held_bytes(spec, batch, length, training)
+        else:
+            p = layer_plan(spec, layer, device, length, training)
+            floats = (SCHEMES[layer.position].pair_floats(m.head_dim, training) if p.logits else 0) + p.dense
+            held = floats * batch * m.n_heads * length * p.keys * FP32  # (B, H, T, keys), every block's rows
+            shared = m.n_heads * length * length * FP32 if p.shared else 0.0  # (H, T, T)
+            block = batch * m.n_heads * p.block * p.keys * FP32 if p.block else 0.0  # (B, H, BLOCK, keys)
+            once = max(once, shared, block)
+        total = total + held if training else max(total, held)
+    return total + once + _held_bytes(spec, batch, length, training)
 
 
 def _held_bytes(spec: RunSpec, batch: int, length: int, training: bool) -> float:

@@ -7,6 +7,7 @@
 * ``sdpa``: ``F.scaled_dot_product_attention``; ``is_causal=True`` when there is neither bias
   nor window, else one cached 4-D float mask ``[1, H, T, T]`` (a 3-D mask drops to the math
   kernel); values narrower than q and k are padded to their width, which the fused kernels need.
+  Past ``2 x BLOCK`` tokens a span with a bounded reach runs block by block (``blockwise_attention``).
 * ``flex``: FlexAttention (PyTorch 2.5+) with the scheme's ``score_mod`` and a block mask built
   from the span's ``mask_mod``; the GPU path, selected by ``auto`` only on CUDA.
 
@@ -14,7 +15,10 @@ A data-dependent scheme's per-token signal (``PositionScheme.signal``, computed 
 input) reaches every path as a score bias separable into a query and a key term
 (``signal_bias``), or the scheme computes the layer's attention itself (``own_attention``).
 
-All paths compute the same function; ``tests/test_attention.py`` holds them to the reference.
+Which path a layer runs is decided in one place, ``suite.model.attention_plan.plan``, from the
+scheme's flags, the span's reach, the length and whether gradients are on; the memory pre-flight
+(``suite.config.resources``) reads the same plan. All paths compute the same function;
+``tests/test_attention.py`` holds them to the reference.
 
 Decoding passes a layer's KV cache (``suite.model.cache``): the layer appends its new keys and
 values (and, for a data-dependent scheme, its input) and attends from the new tokens to every
@@ -31,6 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from suite.model.attention_plan import BLOCK, bias_kind, plan
 from suite.model.cache import LayerCache
 from suite.model.init import init_normal_
 from suite.model.position import PositionScheme
@@ -133,15 +138,14 @@ def float_mask(bias: Optional[torch.Tensor], allowed: torch.Tensor, dtype) -> to
     return add.unsqueeze(0) if add.dim() == 3 else add[None, None]
 
 
-BLOCK = 128  # queries per block on the blockwise path
-
-
 def blockwise_attention(q, k, v, scheme: PositionScheme, span: Span, pos: torch.Tensor, block: int = BLOCK,
-                        terms: Optional[tuple] = None):
+                        terms: Optional[tuple] = None, logits: bool = False):
     """Attention for spans with a bounded reach (sliding window, chunks), one block of queries
     at a time against only the keys that block can see: O(T * (block + reach)) memory, no T x T
-    tensor. The bias comes from the scheme for each block; a learned bias (T5) keeps its gradient.
-    ``terms``: a data-dependent scheme's separable terms (a, b), each (B, H, T), or None.
+    tensor. The bias comes from the scheme for each block. ``logits`` (``Plan.logits``: a learned
+    bias trains, T5's): each block runs the reference path, whose logits keep the bias's gradient;
+    else SDPA with the block's float mask. ``terms``: a data-dependent scheme's separable terms
+    (a, b), each (B, H, T), or None.
     """
     T, reach = q.shape[-2], span.reach
     outs = []
@@ -153,7 +157,7 @@ def blockwise_attention(q, k, v, scheme: PositionScheme, span: Span, pos: torch.
         bias = scheme.bias(pq, pk)  # (H, Bq, Bk) or None
         qb, kb, vb = q[..., qs:qe, :], k[..., ks:qe, :], v[..., ks:qe, :]
         tb = None if terms is None else (terms[0][..., qs:qe], terms[1][..., ks:qe])
-        if bias is not None and bias.requires_grad:
+        if logits:
             outs.append(reference_attention(qb, kb, vb, with_terms(bias, tb), allowed)[0])
         else:
             outs.append(sdpa(qb, kb, vb, tb, attn_mask=float_mask(bias, allowed, q.dtype)))
@@ -206,12 +210,6 @@ def flex_attention_path(q, k, v, scheme: PositionScheme, span: Span, ctx: Contex
     return attend(q, k, v, score_mod=score_mod, block_mask=block_mask, kernel_options=scheme.flex_kernel_options)
 
 
-def choose_impl(impl: str, device: torch.device) -> str:
-    if impl == "auto":
-        return "flex" if device.type == "cuda" else "sdpa"
-    return impl
-
-
 class Attention(nn.Module):
     """Multi-head causal self-attention for one layer: its scheme and span are given per call."""
 
@@ -243,42 +241,60 @@ class Attention(nn.Module):
         return self.out(out.transpose(1, 2).reshape(B, T, C))
 
     def _attend(self, q, k, v, scheme, span, ctx, signal=None):
+        """(B, H, Tq, D): the path ``plan`` names for this layer's facts, run."""
         pos, pos_k = ctx.pos, ctx.key_pos  # (Tq,), (Tk,): the same tensor unless a cache holds earlier keys
-        if scheme.own_attention:  # weights that are no softmax of q·k plus a bias: no fused kernel has them
-            allowed = ctx.cached(("allowed", span.name, span.cfg), lambda: span.allowed(pos, pos_k))
-            out, logits = scheme.attend(q, k, v, signal, allowed)
-            if ctx.want_logits:
-                ctx.logits.append(logits.detach())
-            return out
         terms = None if signal is None else scheme.signal_bias(signal)  # (a, b), each (B, H, Tk), or None
         if terms is not None and ctx.pos_k is not None:  # cached keys: the queries' rows are the last Tq
             terms = (terms[0][..., -q.shape[-2]:], terms[1])
-        impl = choose_impl(ctx.impl, q.device)
-        if scheme.needs_logits and impl in ("sdpa", "flex"):  # its term reads logits no fused kernel has
-            impl = "reference"
-        if impl == "flex" and not ctx.want_logits:
+        p = plan(ctx.impl, q.device.type, own_attention=scheme.own_attention, needs_logits=scheme.needs_logits,
+                 bias=self._bias_kind(scheme, ctx), data_bias=terms is not None, reach=span.reach,
+                 full=span.is_full, length=q.shape[-2], want_logits=ctx.want_logits, grad=torch.is_grad_enabled(),
+                 below_fp32=q.dtype not in (torch.float32, torch.float64))
+        if p.path == "own":
+            out, logits = scheme.attend(q, k, v, signal, self._allowed(span, ctx))
+        elif p.path == "flex":
             return flex_attention_path(q, k, v, scheme, span, ctx, terms)  # builds no H x T x T bias
-        if impl == "sdpa" and not ctx.want_logits and span.reach is not None and q.shape[-2] > 2 * BLOCK:
-            return blockwise_attention(q, k, v, scheme, span, pos, terms=terms)  # never builds a T x T tensor
-        mask_key = ("mask", id(scheme), span.name, span.cfg, q.dtype)
-        if impl == "sdpa" and not ctx.want_logits and mask_key in ctx.built:
-            return sdpa(q, k, v, terms, attn_mask=ctx.built[mask_key])
-        bias_key = ("bias", id(scheme))
-        bias = ctx.cached(bias_key, lambda: scheme.bias(pos, pos_k))  # (H, Tq, Tk) or None
-        learned_bias = bias is not None and bias.requires_grad
-        if impl == "reference" or ctx.want_logits or (impl == "sdpa" and learned_bias):
-            allowed = ctx.cached(("allowed", span.name, span.cfg), lambda: span.allowed(pos, pos_k))
+        elif p.path == "blockwise":
+            return blockwise_attention(q, k, v, scheme, span, pos, p.block, terms, p.logits)  # never T x T
+        elif p.path == "causal":
+            return sdpa(q, k, v, terms, is_causal=True)
+        elif p.path == "masked":
+            return sdpa(q, k, v, terms, attn_mask=self._mask(q, scheme, span, ctx))
+        else:  # reference: the bias is kept in the context for the other layers of its scheme
+            bias = ctx.cached(("bias", id(scheme)), lambda: scheme.bias(pos, pos_k))  # (H, Tq, Tk) or None
+            allowed = self._allowed(span, ctx)  # (Tq, Tk)
             out, logits = reference_attention(q, k, v, with_terms(bias, terms), allowed, scheme.logit_term)
-            if ctx.want_logits:
-                ctx.logits.append(logits.detach())
-            return out
-        if impl == "sdpa":
-            if bias is None and span.is_full:
-                return sdpa(q, k, v, terms, is_causal=True)
-            # The mask is built from the bias out of place (the bias is the scheme's); the bias is
-            # dropped from the context once a mask holds it, and a layer with another span
-            # rebuilds the bias it needs.
-            ctx.built.pop(bias_key)
-            mask = ctx.cached(mask_key, lambda: float_mask(bias, span.allowed(pos, pos), q.dtype))
-            return sdpa(q, k, v, terms, attn_mask=mask)
-        raise ValueError(f"unknown attention implementation {impl!r}; valid: auto, reference, sdpa, flex")
+        if ctx.want_logits:
+            ctx.logits.append(logits.detach())
+        return out
+
+    @staticmethod
+    def _bias_kind(scheme, ctx) -> str:
+        """"none", "fixed" or "learned" (it requires grad): the kind of ``scheme``'s bias, once per
+        forward, read from its first block of queries and keys (the first the blockwise path
+        builds), so no path builds an H x T x T bias to learn it. When the keys fit in one block
+        that is the whole bias, kept for the path that reads it."""
+        def first_block():
+            bias = scheme.bias(ctx.pos[:BLOCK], ctx.key_pos[:BLOCK])  # (H, <= BLOCK, <= BLOCK) or None
+            if ctx.key_pos.shape[0] <= BLOCK:
+                ctx.built[("bias", id(scheme))] = bias  # (H, Tq, Tk)
+            return bias_kind(bias)
+
+        return ctx.cached(("bias kind", id(scheme)), first_block)
+
+    @staticmethod
+    def _allowed(span, ctx) -> torch.Tensor:
+        """The span's (Tq, Tk) boolean mask, built once per forward."""
+        return ctx.cached(("allowed", span.name, span.cfg), lambda: span.allowed(ctx.pos, ctx.key_pos))
+
+    @staticmethod
+    def _mask(q, scheme, span, ctx) -> torch.Tensor:
+        """The (1, H, T, T) float mask of ``scheme``'s bias and ``span``, built once per forward and
+        dtype. It is built from the bias out of place (the bias is the scheme's); the bias is
+        dropped from the context once a mask holds it, and a layer with another span rebuilds the
+        bias it needs."""
+        mask_key, bias_key, pos = ("mask", id(scheme), span.name, span.cfg, q.dtype), ("bias", id(scheme)), ctx.pos
+        if mask_key not in ctx.built:  # (H, T, T) or None
+            bias = ctx.built.pop(bias_key) if bias_key in ctx.built else scheme.bias(pos, pos)
+            ctx.built[mask_key] = float_mask(bias, span.allowed(pos, pos), q.dtype)
+        return ctx.built[mask_key]
