@@ -1,6 +1,7 @@
 """The choices a board command takes, light enough for its ``--help`` (pandas, no plotting or
-statistics): the MRR tie rules and the effective-length threshold (``TIE_RULES``,
-``EFFECTIVE_AT``, which ``suite.report.tables`` applies), and the ``--metric``.
+statistics): the MRR tie rules and the effective-length threshold (``TIE_RULES``, which
+``suite.report.ranking`` applies, and ``EFFECTIVE_AT``, which the effective-length section
+applies), and the ``--metric``.
 
 The ``--metric`` a board command takes (``report``, ``summary``, ``compare``), checked once
 against the rows it read: it must be a metric every source ranks, one whose rows declare a

@@ -4,7 +4,7 @@ first source's mean is compared with each other source's: the difference over se
 95 % t interval, and a verdict (same, better, worse, not separated).
 
 Each source is a results folder or a shipped ``published/<sweep>.jsonl.gz``; its leaderboard is
-built as the report builds it (``tables.primary`` and ``tables.board_of``). Cells are matched by
+built as the report builds it (``boards.primary`` and ``boards.board_of``). Cells are matched by
 the configuration a user means, with task, eval length and metric: the stored spec less its seed,
 code digest and the sweep it is stored in (``match_key``; the model's name, a label, is left out
 too), so fresh runs match a shipped board and two shipped boards holding the same runs match each
@@ -69,12 +69,12 @@ def keyed(df: pd.DataFrame) -> pd.DataFrame:
 def cells(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
     """A source's leaderboard cells keyed by ``KEY``: ``scheme, config, task, eval_len, metric,
     higher_is_better, train_len, mean, ci_low, ci_high, n_seeds, not_learned, runs`` (how many of
-    the cell row's runs have not learned the task at L, ``tables.not_learned``) and ``values``
+    the cell row's runs have not learned the task at L, ``boards.not_learned``) and ``values``
     (the seeds' values)."""
-    from suite.report import tables
+    from suite.report import boards
 
-    rows = tables.primary(keyed(df), metric)
-    board = tables.board_of(rows).rename(columns={"n": "n_seeds"})
+    rows = boards.primary(keyed(df), metric)
+    board = boards.board_of(rows).rename(columns={"n": "n_seeds"})
     values = rows.groupby(["scheme", "task", "eval_len"]).value.agg(lambda v: tuple(float(x) for x in v if x == x))
     board = board.join(values.rename("values"), on=["scheme", "task", "eval_len"])
     return board[["scheme", *KEY, "higher_is_better", "train_len", *PER_SOURCE, "values"]]

@@ -15,7 +15,7 @@ published cell it belongs to, by run or by whole cell. Both use the intervals of
   (``difference.verdict``: same, not separated, better, worse, read with the metric's direction).
 
 A cell is named ``SCHEME/TASK``: the leaderboard's row label of the configuration (``rope``,
-``alibi swa w=16``, ``alibi steps=100``: ``tables.primary``'s ``scheme``) and the task, e.g.
+``alibi swa w=16``, ``alibi steps=100``: ``boards.primary``'s ``scheme``) and the task, e.g.
 ``t5/flipflop`` (``cell_runs`` lists them).
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ import math
 
 import pandas as pd
 
-from suite.report import difference, tables
+from suite.report import boards, difference
 
 RERUN_VERDICTS = ("identical", "inside prediction interval", "outside prediction interval", "too few seeds",
                   "no published score")
@@ -63,7 +63,7 @@ def rerun_verdict(published: float, rerun: float, values) -> str:
 
 
 def cell_runs(rows: pd.DataFrame) -> dict[str, list[str]]:
-    """``{SCHEME/TASK: run ids}``: every cell of a sweep's ``tables.primary`` rows, with every run
+    """``{SCHEME/TASK: run ids}``: every cell of a sweep's ``boards.primary`` rows, with every run
     (seed) it holds, sorted."""
     if rows.empty:
         return {}
@@ -77,11 +77,11 @@ def cell_table(published: pd.DataFrame, reruns: pd.DataFrame, cells: list[str]) 
     ``diff`` (rerun minus published) with Welch's interval ``diff_low``, ``diff_high``, and
     ``verdict``. ``published``: the sweep's stored rows; ``reruns``: the reruns' rows under the ids
     of the published runs they rerun (each joins its published run's cell)."""
-    pub = tables.primary(published)
+    pub = boards.primary(published)
     pub = pub.assign(cell=[cell_name(s, t) for s, t in zip(pub.scheme, pub.task)])
     pub = pub[pub.cell.isin(cells)]
     of_run = pub.drop_duplicates(["run_id", "task"]).set_index(["run_id", "task"]).cell
-    new = tables.primary(reruns) if not reruns.empty else pub.iloc[:0]
+    new = boards.primary(reruns) if not reruns.empty else pub.iloc[:0]
     new = new.join(of_run.rename("of_cell"), on=["run_id", "task"]).dropna(subset=["of_cell"])
     rows = []
     for (cell, eval_len), g in pub.groupby(["cell", "eval_len"], sort=True):

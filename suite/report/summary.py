@@ -18,21 +18,21 @@ from suite.commandline import command, parser
 
 
 def summary_table(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
-    """The leaderboard cells as ``leaderboard.csv`` holds them (``render.BOARD_CSV``, 4 decimals),
+    """The leaderboard cells as ``leaderboard.csv`` holds them (``boards.BOARD_CSV``, 4 decimals),
     with ``runs``: how many runs stand behind the cell's scheme on its task (``not_learned`` of them
     have not learned it)."""
-    from suite.report import render, tables
+    from suite.report import boards
 
-    board = tables.leaderboard(df, metric).rename(columns={"n": "n_seeds"})
-    return board[[*render.BOARD_CSV, "runs"]].round(4).reset_index(drop=True)
+    board = boards.leaderboard(df, metric).rename(columns={"n": "n_seeds"})
+    return board[[*boards.BOARD_CSV, "runs"]].round(4).reset_index(drop=True)
 
 
 def terminal_table(table: pd.DataFrame) -> pd.DataFrame:
     """``summary_table`` as the terminal shows it: 'mean [low, high]' or 'mean (n=1)'
-    (``tables.cell_text``), 'n=3' seeds with a value, and '1 of 3' runs not learned."""
-    from suite.report import tables
+    (``boards.cell_text``), 'n=3' seeds with a value, and '1 of 3' runs not learned."""
+    from suite.report import boards
 
-    cells = [tables.EMPTY if n == 0 else tables.cell_text(m, lo, hi, n, digits=4)
+    cells = [boards.EMPTY if n == 0 else boards.cell_text(m, lo, hi, n, digits=4)
              for m, lo, hi, n in zip(table["mean"], table.ci_low, table.ci_high, table.n_seeds)]
     marks = [f"{k} of {r}" if k else "" for k, r in zip(table.not_learned, table.runs)]
     return pd.DataFrame({"scheme": table.scheme, "task": table.task, "eval_len": table.eval_len, "metric": table.metric,
