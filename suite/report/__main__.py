@@ -91,21 +91,22 @@ def check_replace(prog: str, args, runs: int, total: int | None) -> None:
                       "replace it", 1)
 
 
-def console_mrr(r: dict) -> pd.DataFrame:
-    """The MRR table as the terminal shows it: the report's, with the runs behind each of a
-    scheme's cells ('n=3'; 'n=2-3' where its tasks differ) and the tasks on which some did not
-    learn (the report's mark)."""
-    from suite.report import render
+def console_mrr(r) -> pd.DataFrame:
+    """The MRR table as the terminal shows it: the report's (``r``: ``render.Report``), with the runs
+    behind each of a scheme's cells ('n=3'; 'n=2-3' where its tasks differ) and the tasks on which
+    some did not learn (the report's mark)."""
+    from suite.report.sections.mrr import mrr_display
 
-    shown = render.mrr_display(r["mrr"], r["mrr_marks"])
+    shown = mrr_display(r["mrr"], r["mrr_marks"])
     runs = r["board"].drop_duplicates(["scheme", "task"]).groupby("scheme").runs.agg(["min", "max"])
     counts = [f"n={lo}" if lo == hi else f"n={lo}-{hi}" for lo, hi in runs.loc[r["mrr"].scheme].to_numpy()]
     shown.insert(list(shown.columns).index("cells all") + 1, "runs", counts)
     return shown
 
 
-def publish(r: dict, args) -> Path:
-    """Write the built report ``r`` under --out, print its MRR, and log it to W&B when asked."""
+def publish(r, args) -> Path:
+    """Write the built report ``r`` (``render.Report``) under --out, print its MRR, and log it to
+    W&B when asked."""
     from suite.report import render
 
     if r["warning"]:
@@ -113,9 +114,9 @@ def publish(r: dict, args) -> Path:
     out = render.save(r, Path(args.out) / args.sweep)
     print(console_mrr(r).to_string(index=False))
     if r.get("settings"):
-        from suite.report import settings
+        from suite.report.sections import settings
 
-        print(f"\n{render.SETTINGS_TITLE} {r['settings']['finding']}")
+        print(f"\n{settings.TITLE} {r['settings']['finding']}")
         print(settings.ranking_display(r["settings"]).to_string())
         print(settings.tau_display(r["settings"]).to_string(index=False))
     if args.wandb:
@@ -163,9 +164,9 @@ def build_and_publish(prog: str, args, df: pd.DataFrame, source) -> None:
     if coverage := declared.coverage(args.sweep, runs, total):
         print(coverage)
     phase(f"building the board: {df.task.nunique()} task(s), the MRR's bootstrap intervals, the power section")
-    built = render.build(df, args.sweep, args.tie, args.threshold, args.metric, source=str(source))
+    built = render.build(df, args.sweep, args.tie, args.threshold, args.metric, source=str(source), coverage=coverage)
     phase(f"writing the board ({len(built['board'])} cells), its plots and pages under {Path(args.out) / args.sweep}")
-    publish({**built, "coverage": coverage}, args)
+    publish(built, args)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-RUNS_LINE = re.compile(r"^- runs: (\d+)$", re.MULTILINE)  # the Provenance line of index.md (render.provenance)
+RUNS_LINE = re.compile(r"^- runs: (\d+)$", re.MULTILINE)  # the Provenance line of index.md (sections/provenance.py)
 
 
 def sweep_file(sweep: str) -> Path:

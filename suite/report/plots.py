@@ -1,9 +1,10 @@
-"""The report's figures, each a ``Plot`` (PNG bytes and the style of every labelled line): the
-summary heatmap, each task's (and split's) score against length, and the recency diagnostics.
-Every legend sits outside the data, right of the axes in one column: the figure grows taller with
-the number of lines and wider with the longest label, so the legend never takes more than a quarter
-of its width (``legend_beside``); lines are told apart by colour and marker together
-(``suite.report.styles``, no pair repeated up to 256 lines)."""
+"""How the report draws: each figure a ``Plot`` (PNG bytes and the style of every labelled line,
+made by ``png``), and the figure of a board, a task's (or split's) score against length
+(``plot_task``); the sections draw their other figures with the same tools (the summary heatmap,
+the recency diagnostics). Every legend sits outside the data, right of the axes in one column: the
+figure grows taller with the number of lines and wider with the longest label, so the legend never
+takes more than a quarter of its width (``legend_beside``); lines are told apart by colour and
+marker together (``suite.report.styles``, no pair repeated up to 256 lines)."""
 from __future__ import annotations
 
 import io
@@ -18,8 +19,7 @@ import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from suite.model.span_kinds import KINDS  # noqa: E402
-from suite.report import tables  # noqa: E402
+from suite.report.boards import scheme_order  # noqa: E402
 from suite.report.styles import Style, drawn, style_map  # noqa: E402
 
 
@@ -33,7 +33,7 @@ class Plot(NamedTuple):
         return json.dumps({"lines": self.lines}, indent=1, sort_keys=True) + "\n"
 
 
-def _png(fig) -> Plot:
+def png(fig) -> Plot:
     """The figure as PNG bytes, cropped to what it draws (legends outside the axes included), with
     the styles its labelled lines were drawn in; closed."""
     fig.tight_layout()
@@ -109,13 +109,13 @@ def plot_task(board: pd.DataFrame, task: str, styles: dict[str, Style] | None = 
               title: str | None = None) -> Plot:
     """The task's headline metric against eval length, one line per scheme: mean over seeds with
     its 95 % interval as error bars, each scheme's a little aside (``dodge``); the legend sits
-    right of the axes, in the order of the task's table (``tables.scheme_order``: best first).
+    right of the axes, in the order of the task's table (``boards.scheme_order``: best first).
     ``styles``: each scheme's colour and marker (``styles.style_map`` of the whole report, so a
     scheme looks the same in every plot); default, those of this board's schemes. ``title``:
     default, the task (a split's board: 'flipflop, split dense')."""
     b = board[board.task == task]
     styles = styles or style_map(b.scheme)
-    order = tables.scheme_order(b)
+    order = scheme_order(b)
     fig, ax = plt.subplots(figsize=(6.4, height_for(len(order))), dpi=100)  # the task table's row order, so the legend ranks best first
     shifts = dodge(len(order), sorted(b.eval_len.unique()))
     for scheme, shift in zip(order, shifts):
@@ -130,84 +130,4 @@ def plot_task(board: pd.DataFrame, task: str, styles: dict[str, Style] | None = 
     ax.set_title(title or task)
     ax.grid(alpha=0.3)
     legend_beside(fig, ax)
-    return _png(fig)
-
-
-def plot_recency(df: pd.DataFrame) -> Plot | None:
-    """Recency gap of the last layer's output against window size, per pattern (and chunk size: a
-    chunked run is its own line, at window 0, never a point on the window axis), at init and trained."""
-    d = tables.diagnostics(df, "recency_gap")
-    if d.empty:
-        return None
-    d = d[(d.site == "resid_out") & (d.layer == d.layer.max())].copy()
-    window, *others = tables.size_columns(d)  # others: ["chunk"] when some run has chunked layers
-    lines = d.groupby(["pattern", *others, "at"])
-    fig, ax = plt.subplots(figsize=(6, height_for(lines.ngroups)), dpi=100)
-    for key, g in lines:
-        pattern, *sizes, at = key
-        extra = "".join(f" {KINDS[kind]}={size}" for kind, size in zip(others, sizes) if size)
-        g = g.groupby(window).value.mean()
-        ax.plot(g.index, g.values, marker="o", ls="-" if at == "trained" else "--", label=f"{pattern}{extra} ({at})")
-    ax.set_xlabel("window (0: no window)")
-    ax.set_ylabel("recency gap f(1) - f(L)")
-    ax.set_title("last layer output: recency gap against window")
-    ax.grid(alpha=0.3)
-    legend_beside(fig, ax)
-    return _png(fig)
-
-
-def plot_profiles(df: pd.DataFrame) -> Plot | None:
-    """Recency profiles f(d) of each layer's output against lag, one panel per pattern and span
-    size (window, or chunk: 'w=16', 'c=16') (trained: solid, init: dashed), mean over seeds."""
-    d = tables.diagnostics(df, "recency_cos")
-    if d.empty:
-        return None
-    d = d[d.site == "resid_out"].copy()
-    sizes = tables.size_columns(d)
-    d["lag"] = d["lag"].astype(int)
-    panels = list(d.groupby(["pattern", *sizes]))
-    cols = min(3, len(panels))
-    rows = -(-len(panels) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 2.8 * rows), dpi=90, squeeze=False, sharey=True)
-    for ax, ((pattern, *values), g) in zip(axes.flat, panels):
-        for (layer, at), h in g.groupby(["layer", "at"]):
-            if at not in ("init", "trained"):
-                continue
-            h = h.groupby("lag").value.mean()
-            ax.plot(h.index, h.values, ls="-" if at == "trained" else "--", color=f"C{layer}",
-                    label=f"layer {layer}" if at == "trained" else None)
-        ax.set_xscale("log", base=2)
-        ax.set_title(f"{pattern} {tables.size_label({k: v or None for k, v in zip(sizes, values)})}".strip(), fontsize=9)
-        ax.grid(alpha=0.3)
-    for ax in axes.flat[len(panels):]:
-        ax.axis("off")
-    fig.legend(*axes.flat[0].get_legend_handles_labels(), fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 0.95))
-    fig.supxlabel("lag d")
-    fig.supylabel("cos(h_i, h_{i-d})")
-    return _png(fig)
-
-
-def plot_summary(board: pd.DataFrame, order: list[str]) -> Plot | None:
-    """Heatmap of schemes (rows, in ``order``: best MRR first) x tasks at each task's first eval
-    length beyond training, coloured by the headline metric's mean over seeds, each cell annotated
-    with the mean and its 95 % interval (or why it is empty)."""
-    first = tables.first_ood(board)
-    if first.empty:
-        return None
-    tasks = sorted(first.task.unique())
-    schemes = [s for s in order if s in set(first.scheme)] + sorted(set(first.scheme) - set(order))
-    grid = np.full((len(schemes), len(tasks)), np.nan)
-    fig, ax = plt.subplots(figsize=(1.9 * len(tasks) + 2.6, 0.45 * len(schemes) + 1.4), dpi=100)
-    for _, r in first.iterrows():
-        i, j = schemes.index(r.scheme), tasks.index(r.task)
-        grid[i, j] = r["mean"]
-        text = (f"{r['mean']:.2f}\n[{r.ci_low:.2f}, {r.ci_high:.2f}]" if r["n"] else "-" if r.status == "unsupported"
-                else str(r.status))
-        ax.text(j, i, text, ha="center", va="center", fontsize=7,
-                color="white" if r["n"] and r["mean"] < 0.55 else "black")
-    image = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis", vmin=0, vmax=1, aspect="auto")
-    ax.set_xticks(range(len(tasks)), [f"{t}\n{int(first[first.task == t].eval_len.iloc[0])} tokens" for t in tasks], fontsize=8)
-    ax.set_yticks(range(len(schemes)), schemes, fontsize=8)
-    ax.set_title("first length beyond training: mean over seeds [95 % interval]", fontsize=9)
-    fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02, label="headline metric")
-    return _png(fig)
+    return png(fig)

@@ -1,4 +1,5 @@
-"""Published results beside a sweep's own: ``references/<sweep>.yaml`` and the agreement of orderings.
+"""Published results beside a sweep's own: ``suite/report/references/<sweep>.yaml`` and the
+agreement of orderings. A board without a reference file has no such section.
 
 A reference file holds ``source``, ``context`` (the published setup), ``metric``, ``columns`` (our
 scheme label: theirs), ``tasks`` (our task: their row), ``results`` (their row: {their scheme:
@@ -20,10 +21,29 @@ import pandas as pd
 import yaml
 from scipy.stats import kendalltau
 
-from suite.report.tables import mrr
+from suite.report.blocks import Heading, Paragraph, Table
+from suite.report.ranking import mrr
+from suite.report.sections.base import Section
 
-REFERENCES = Path(__file__).parent / "references"
+REFERENCES = Path(__file__).parent.parent / "references"
 EMPTY = -1.0  # a scheme with no score ranks below every scheme with one, as in the MRR
+
+
+class References(Section):
+    name, order = "references", 80
+
+    def build(self, ctx):
+        ref = load(ctx.sweep)
+        if not ref:
+            return None
+        return {"reference": ref, "paper": paper_scores(ref), "ours": our_scores(ref, ctx.board),
+                "agreement": agreement(ref, ctx.board)}
+
+    def blocks(self, built, ctx):
+        return [Heading("Published results"), *(Paragraph(t) for t in texts(built["reference"])),
+                Table(display(built["paper"], "published"), numparse=False),
+                Table(display(built["ours"], "ours"), numparse=False),
+                Table(built["agreement"], index=False, floatfmt=".2f")]
 
 
 def load(sweep: str, folder: str | Path = REFERENCES) -> dict | None:
@@ -107,3 +127,19 @@ def agreement(ref: dict, board: pd.DataFrame) -> pd.DataFrame:
         out.append({"row": row, "paper order": c["paper"], "our order": c["ours"], "kendall tau": c["tau"],
                     "opposite pairs": ", ".join(c["differ"]) or "none"})
     return pd.DataFrame(out, columns=["row", "paper order", "our order", "kendall tau", "opposite pairs"])
+
+
+def display(t: pd.DataFrame, whose: str) -> pd.DataFrame:
+    """Scores to 3 decimals; 'no score' for a scheme we ran without a value, '—' for one we did not run."""
+    shown = t.map(lambda v: "—" if pd.isna(v) else "no score" if v == EMPTY else f"{v:.3f}")
+    return shown.rename_axis(whose)
+
+
+def texts(ref: dict) -> list[str]:
+    """The section's paragraphs: the source, its setup, and what the tables below compare."""
+    return [f"Source: {ref['source']}", f"Their setup: {ref['context']}",
+            f"Published: {ref['metric']}; then ours under their scheme names, at their test lengths (beyond "
+            f"training, up to {ref.get('max_ratio', 'the longest')} x the training length): the mean over those "
+            f"lengths of our headline metric, and the MRR over those cells. The metrics differ, so compare orderings: "
+            f"Kendall's tau between the published and our order of the schemes both report, and the pairs "
+            f"ordered oppositely (a tie on either side is no disagreement)."]

@@ -1,7 +1,7 @@
 """Does the ranking hold? The order of the schemes in each setting a board varies, and how far the
 settings agree.
 
-A setting is a training length and a model (its name and size, ``tables.model_labels``), named by
+A setting is a training length and a model (its name and size, ``boards.model_labels``), named by
 what varies ('L=64 · d_model 128'); a board whose runs vary either has one section. Settings are
 compared on the tasks that some run has learned in every one of them (``shared_tasks``): a task
 absent from a setting, or learned by no run there, is left out of every setting's ranking and
@@ -10,14 +10,14 @@ bytes and the rest at 32 tokens, a choice per family, not a second setting of on
 settings share no task, so it has no section.
 
 * ``ranking``: per setting, the out-of-distribution MRR of each scheme computed from that setting's
-  cells only, over the learned runs as the board's headline is (``tables.mrr_learned``: the rows of
+  cells only, over the learned runs as the board's headline is (``ranking.mrr_learned``: the rows of
   each run/task pair that has not learned dropped first), and its rank among the schemes that
   setting ranks (1 plus the number of schemes with a higher MRR). Schemes are labelled within each
-  setting (``tables.primary`` of its rows), so one scheme is one row across settings.
+  setting (``boards.primary`` of its rows), so one scheme is one row across settings.
 * ``taus``: Kendall's tau-b (ties counted as in ``scipy.stats.kendalltau``) between every pair of
   settings' MRRs over the schemes both rank, with a 95 % percentile bootstrap interval: each of
-  ``tables.BOOTSTRAP_REPS`` replicates resamples the seeds of every scheme x task in each setting
-  (``tables.mrr_replicates``; setting i with seed [BOOTSTRAP_SEED, i], so a rebuild gives the same
+  ``ranking.BOOTSTRAP_REPS`` replicates resamples the seeds of every scheme x task in each setting
+  (``ranking.mrr_replicates``; setting i with seed [BOOTSTRAP_SEED, i], so a rebuild gives the same
   bytes), recomputes both settings' MRRs and their tau; replicates where either order is a
   complete tie (tau undefined) are left out, and the interval is widened to contain the point
   (``stats.containing``), as the MRR's is.
@@ -34,9 +34,12 @@ import math
 import numpy as np
 import pandas as pd
 
-from suite.report import stats, tables
+from suite.report import boards, ranking, stats
+from suite.report.blocks import Heading, Paragraph, Strong, Table
+from suite.report.sections.base import Section
 
-SETTING_COLUMNS = ("train_len", "model")  # the model: by name and size (tables.model_labels)
+TITLE = "Does the ranking hold?"
+SETTING_COLUMNS = ("train_len", "model")  # the model: by name and size (boards.model_labels)
 MOVE_LIMIT = 1  # the most a scheme's rank may move between settings for the ranking to hold
 RANKING_COLUMNS = ["setting", "scheme", "rank", "mrr_ood", "cells_ood"]
 TAU_COLUMNS = ["setting_a", "setting_b", "schemes", "tau", "tau_low", "tau_high", "agree"]
@@ -45,9 +48,26 @@ CSV_NAMES = ("ranking_by_setting.csv", "kendall_tau.csv")
 _SAME = 1e-12  # two MRRs closer than this are one value (equal sums of reciprocal ranks, summed apart)
 
 
+class Settings(Section):
+    name, order = "settings", 60
+    csv_names = CSV_NAMES
+
+    def build(self, ctx):
+        return build(ctx.df, ctx.metric, ctx.tie)
+
+    def blocks(self, built, ctx):
+        out = [Heading(TITLE), Strong(built["finding"], id="ranking-holds"), Paragraph(text(built)),
+               Table(ranking_display(built), id="ranking-by-setting"),
+               Table(tau_display(built), index=False, floatfmt="g", id="kendall-tau")]
+        return out + ([Table(moves_display(built), index=False, floatfmt="g")] if len(built["moves"]) else [])
+
+    def csvs(self, built, ctx):
+        return csvs(built)
+
+
 def varied(df: pd.DataFrame) -> list[str]:
     """The setting columns (training length, model) that take more than one value on this board."""
-    return [c for c in SETTING_COLUMNS if c in df and tables.setting_values(df, c).nunique() > 1]
+    return [c for c in SETTING_COLUMNS if c in df and boards.setting_values(df, c).nunique() > 1]
 
 
 _PARTS = (("train_len", "L={}"), ("model", "{}"), ("n_layers", "{} layers"), ("d_model", "d_model {}"),
@@ -98,12 +118,12 @@ def ranks(mrr: pd.Series) -> pd.Series:
 
 def _setting(df: pd.DataFrame, metric: str | None, tie: str, reps: int, seed) -> tuple[pd.DataFrame, dict]:
     """(``RANKING_COLUMNS`` less setting, {scheme: (reps,) OOD MRR replicates}) of one setting's rows."""
-    kept = tables.learned_rows(tables.primary(df, metric))
+    kept = ranking.learned_rows(boards.primary(df, metric))
     if kept.empty:
         return pd.DataFrame(columns=RANKING_COLUMNS[1:]), {}
-    board = tables.board_of(kept)
-    point = tables.mrr(board, tie).set_index("scheme")
-    schemes, b_ood, _ = tables.mrr_replicates(board, kept, tie, reps, seed)
+    board = boards.board_of(kept)
+    point = ranking.mrr(board, tie).set_index("scheme")
+    schemes, b_ood, _ = ranking.mrr_replicates(board, kept, tie, reps, seed)
     point = point[point.mrr_ood.notna()]
     out = pd.DataFrame({"scheme": point.index, "rank": ranks(point.mrr_ood).to_numpy(),
                         "mrr_ood": point.mrr_ood.to_numpy(), "cells_ood": point.cells_ood.to_numpy()})
@@ -113,13 +133,13 @@ def _setting(df: pd.DataFrame, metric: str | None, tie: str, reps: int, seed) ->
 def shared_tasks(df: pd.DataFrame, label: pd.Series, order: list[str], metric: str | None = None
                  ) -> tuple[list[str], list[str]]:
     """(the tasks some run has learned in every setting of ``order``, the board's other tasks), each sorted."""
-    held = [set(tables.learned_rows(tables.primary(df[label == setting], metric)).task) for setting in order]
+    held = [set(ranking.learned_rows(boards.primary(df[label == setting], metric)).task) for setting in order]
     every = set.intersection(*held) if held else set()
     return sorted(every), sorted(set(df.task.dropna()) - every)
 
 
-def build(df: pd.DataFrame, metric: str | None = None, tie: str = "min", reps: int = tables.BOOTSTRAP_REPS,
-          seed: int = tables.BOOTSTRAP_SEED) -> dict | None:
+def build(df: pd.DataFrame, metric: str | None = None, tie: str = "min", reps: int = ranking.BOOTSTRAP_REPS,
+          seed: int = ranking.BOOTSTRAP_SEED) -> dict | None:
     """The section's tables (``ranking``, ``taus``, ``moves``) and ``finding`` over the tasks every
     setting holds (``tasks``; ``left_out``: the others), or None when the board's runs share one
     setting or its settings share no task."""
@@ -214,7 +234,7 @@ def ranking_display(s: dict) -> pd.DataFrame:
     t = cells.pivot(index="scheme", columns="setting", values="cell").reindex(columns=s["settings"])
     order = r.groupby("scheme")["rank"].mean().sort_values(kind="stable")
     order = sorted(order.index, key=lambda name: (order[name], name))
-    t = t.loc[order].fillna(tables.EMPTY)
+    t = t.loc[order].fillna(boards.EMPTY)
     t.columns.name = None
     t.index.name = "scheme"
     return t
@@ -244,9 +264,9 @@ def text(s: dict) -> str:
             f"runs as the headline MRR is (schemes named without the setting, so a row is one scheme in every "
             f"setting; rank 1 plus the number of schemes with a higher MRR; '-': not ranked there). Second: "
             f"Kendall's tau-b between every pair of settings' MRRs over the schemes both rank (1: the same order, "
-            f"-1: reversed), with a 95 % percentile bootstrap interval of {tables.BOOTSTRAP_REPS} replicates, each "
+            f"-1: reversed), with a 95 % percentile bootstrap interval of {ranking.BOOTSTRAP_REPS} replicates, each "
             f"resampling the seeds of every scheme and task in each setting and recomputing both MRRs and tau "
-            f"(seed {tables.BOOTSTRAP_SEED}); replicates where either order is a complete tie are left out and an "
+            f"(seed {ranking.BOOTSTRAP_SEED}); replicates where either order is a complete tie are left out and an "
             f"interval is widened to contain its point; 'agree': the interval lies above 0. Third: the schemes "
             f"whose rank differs between settings, by how much (worst rank minus best) and where. The ranking "
             f"holds only when every pair agrees and no rank moves by more than {MOVE_LIMIT}. "

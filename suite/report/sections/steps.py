@@ -18,9 +18,28 @@ import math
 import pandas as pd
 
 from suite.report import stats
-from suite.results.learned import LEARNED_AT, STEPS_METRIC, check_rows
+from suite.report.blocks import Heading, Paragraph, Table
+from suite.report.sections.base import Section
+from suite.results.learned import STEPS_METRIC, check_rows
+from suite.results.metrics import LEARNED_AT
 
 COLUMNS = ["scheme", "task", "mean", "ci_low", "ci_high", "n", "never", "runs", "cap_steps"]
+CSV = "steps_to_learn.csv"
+
+
+class Steps(Section):
+    name, order = "steps", 50
+    csv_names = (CSV,)
+
+    def build(self, ctx):
+        t = steps_table(ctx.df, ctx.rows)
+        return t if len(t) else None
+
+    def blocks(self, built, ctx):
+        return [Heading("Steps to learn"), Paragraph(text()), Table(display(built), index=False, floatfmt="g", id="steps")]
+
+    def csvs(self, built, ctx):
+        return {CSV: built[COLUMNS].round(4).to_csv(index=False)}
 
 
 def cap_steps(spec) -> float:
@@ -38,7 +57,7 @@ def steps_table(df: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
     of whose runs learned last): ``mean``, ``ci_low``, ``ci_high`` of ``steps_to_learn`` over the
     ``n`` runs that learned the task (``primary``'s ``learned``), ``never`` of the ``runs`` that
     made checks did not, and ``cap_steps``, the runs' cap (several joined by ', '). ``df``: the
-    store's rows; ``rows``: their ``tables.primary`` rows (the schemes and the judgement). Empty
+    store's rows; ``rows``: their ``boards.primary`` rows (the schemes and the judgement). Empty
     when no run made checks."""
     checked = check_rows(df)[["run_id", "task"]].drop_duplicates()
     runs = rows.drop_duplicates(["run_id", "task"])[["run_id", "task", "scheme", "learned"]]

@@ -1,0 +1,126 @@
+"""Recency diagnostics: how much a layer's hidden states resemble their near neighbours more than
+far ones (the recency gap, cosine similarity at lag 1 minus at the far lag), at initialization and
+after training, by attention pattern and span size; a table, the gap of the last layer against the
+window, and each layer's profile against the lag. Only runs stored with diagnostics
+(``eval.diagnostics``) have these rows; a board without them has no such section."""
+from __future__ import annotations
+
+import pandas as pd
+
+from suite.evaluation.slices import parse_slice
+from suite.model.span_kinds import KINDS
+from suite.report.blocks import Heading, Image, Paragraph, Table
+from suite.report.boards import scheme_label, size_label
+from suite.report.plots import Plot, height_for, legend_beside, plt, png
+from suite.report.sections.base import Section
+
+RECENCY_TEXT = ("Mean cosine similarity of hidden states (block outputs) at lag 1 minus at the far lag L "
+                "(the largest grid lag at most half the training length), by layer, at initialization and "
+                "after training; mean over seeds. Rows: pattern and window (0: no window); a sweep with chunked "
+                "layers adds their chunk size (0: none), which is not a window.")
+
+
+class Recency(Section):
+    name, order = "recency", 100
+
+    def build(self, ctx):
+        t = recency_table(ctx.df)
+        return None if t.empty else t
+
+    def blocks(self, built, ctx):
+        return [Heading("Recency gap (diagnostics)"), Paragraph(RECENCY_TEXT), Table(built, index=False),
+                Image("recency", "recency"), Image("profiles", "profiles")]
+
+    def plots(self, built, ctx):
+        drawn = {"recency": plot_recency(ctx.df), "profiles": plot_profiles(ctx.df)}
+        return {name: plot for name, plot in drawn.items() if plot is not None}
+
+
+def size_columns(d: pd.DataFrame) -> list[str]:
+    """The span-kind columns (``KINDS``): the first (``window``) always, each other (``chunk``) when
+    some row has one, filled in place with 0 for "none" (integers, so the diagnostics group on them)."""
+    first, *others = KINDS
+    kept = [first, *(k for k in others if k in d and d[k].notna().any())]
+    for kind in kept:
+        d[kind] = d[kind].fillna(0).astype(int)
+    return kept
+
+
+def diagnostics(df: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Rows of a diagnostic metric with their slice fields (at, layer, site, lag, segment, far)
+    as columns, plus ``scheme``."""
+    d = df[(df.metric == metric) & (df.status == "ok")].copy()
+    if d.empty:
+        return d
+    fields = d.slice.map(parse_slice)
+    d = d.join(pd.DataFrame(fields.tolist(), index=d.index))
+    d["scheme"] = d.apply(scheme_label, axis=1)
+    d["layer"] = d["layer"].astype(int)
+    return d
+
+
+def recency_table(df: pd.DataFrame, site: str = "resid_out") -> pd.DataFrame:
+    """Recency gap f(1) - f(L) of ``site`` by pattern, window (0: none) and, when a run has chunked
+    layers, chunk (0: none) x (stage, layer), mean over seeds."""
+    d = diagnostics(df, "recency_gap")
+    if d.empty:
+        return d
+    d = d[d.site == site]
+    sizes = size_columns(d)
+    t = d.pivot_table(index=["pattern", *sizes], columns=["at", "layer"], values="value", aggfunc="mean")
+    t.columns = [f"{at} layer {layer}" for at, layer in t.columns]
+    return t.reset_index()
+
+
+def plot_recency(df: pd.DataFrame) -> Plot | None:
+    """Recency gap of the last layer's output against window size, per pattern (and chunk size: a
+    chunked run is its own line, at window 0, never a point on the window axis), at init and trained."""
+    d = diagnostics(df, "recency_gap")
+    if d.empty:
+        return None
+    d = d[(d.site == "resid_out") & (d.layer == d.layer.max())].copy()
+    window, *others = size_columns(d)  # others: ["chunk"] when some run has chunked layers
+    lines = d.groupby(["pattern", *others, "at"])
+    fig, ax = plt.subplots(figsize=(6, height_for(lines.ngroups)), dpi=100)
+    for key, g in lines:
+        pattern, *sizes, at = key
+        extra = "".join(f" {KINDS[kind]}={size}" for kind, size in zip(others, sizes) if size)
+        g = g.groupby(window).value.mean()
+        ax.plot(g.index, g.values, marker="o", ls="-" if at == "trained" else "--", label=f"{pattern}{extra} ({at})")
+    ax.set_xlabel("window (0: no window)")
+    ax.set_ylabel("recency gap f(1) - f(L)")
+    ax.set_title("last layer output: recency gap against window")
+    ax.grid(alpha=0.3)
+    legend_beside(fig, ax)
+    return png(fig)
+
+
+def plot_profiles(df: pd.DataFrame) -> Plot | None:
+    """Recency profiles f(d) of each layer's output against lag, one panel per pattern and span
+    size (window, or chunk: 'w=16', 'c=16') (trained: solid, init: dashed), mean over seeds."""
+    d = diagnostics(df, "recency_cos")
+    if d.empty:
+        return None
+    d = d[d.site == "resid_out"].copy()
+    sizes = size_columns(d)
+    d["lag"] = d["lag"].astype(int)
+    panels = list(d.groupby(["pattern", *sizes]))
+    cols = min(3, len(panels))
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 2.8 * rows), dpi=90, squeeze=False, sharey=True)
+    for ax, ((pattern, *values), g) in zip(axes.flat, panels):
+        for (layer, at), h in g.groupby(["layer", "at"]):
+            if at not in ("init", "trained"):
+                continue
+            h = h.groupby("lag").value.mean()
+            ax.plot(h.index, h.values, ls="-" if at == "trained" else "--", color=f"C{layer}",
+                    label=f"layer {layer}" if at == "trained" else None)
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"{pattern} {size_label({k: v or None for k, v in zip(sizes, values)})}".strip(), fontsize=9)
+        ax.grid(alpha=0.3)
+    for ax in axes.flat[len(panels):]:
+        ax.axis("off")
+    fig.legend(*axes.flat[0].get_legend_handles_labels(), fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 0.95))
+    fig.supxlabel("lag d")
+    fig.supylabel("cos(h_i, h_{i-d})")
+    return png(fig)
