@@ -2,18 +2,18 @@
 against schemes over the same tasks, a partial board says "k of N runs" and never silently
 replaces a fuller one, and the terminal's MRR names the runs behind each scheme and those not learned.
 
-Mutation checks: ``mrr_intervals`` in suite/report/tables.py taking ``stats.percentile_interval(b)``
+Mutation checks: ``mrr_intervals`` in suite/report/ranking.py taking ``stats.percentile_interval(b)``
 alone (without ``stats.containing``) makes test_an_mrr_at_its_ceiling_keeps_its_point_inside_the_interval
 fail; ``stats.containing`` returning (low, high) unchanged makes test_containing_widens_only_to_the_point
 fail; ``ranked`` returning ``present`` makes
 test_a_four_task_run_among_one_task_runs_is_ranked_on_the_shared_task_only fail; ``mrr_display`` in
-suite/report/render.py without its "ranked on" column makes it fail too; ``_distinct_runs`` in
+suite/report/sections/mrr.py without its "ranked on" column makes it fail too; ``_distinct_runs`` in
 suite/report/declared.py counting ``len(jobs)`` makes test_windows_declares_its_distinct_runs fail;
 ``_distinct_runs`` counting the jobs the sweep's skip list leaves out makes
 test_a_skipped_job_is_not_declared fail; ``declared_runs`` without its ``have >= len(jobs)`` shortcut makes
 test_a_whole_board_builds_no_job fail; ``check_replace`` in suite/report/__main__.py without its
 ``not args.force`` makes test_a_partial_board_says_k_of_n_and_refuses_a_fuller_one_without_force
-fail, and so does ``markdown`` in render.py without its coverage line; ``console_mrr`` without the
+fail, and so does ``Verdict.blocks`` in suite/report/sections/verdict.py without its coverage line; ``console_mrr`` without the
 report's marks makes test_the_terminals_mrr_names_runs_and_not_learned fail."""
 import math
 import warnings
@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from suite.report import declared, render, stats, tables
+from suite.report import declared, ranking, stats, tables
+from suite.report.sections.mrr import mrr_display
 from suite.report.__main__ import main as report_main
 from suite.results import store
 from tests.conftest import fast_or_exhaustive
@@ -70,7 +71,7 @@ def test_an_mrr_at_its_ceiling_keeps_its_point_inside_the_interval():
         runs += [{"scheme": "a", "task": task, "run_id": f"a{i}", "eval_len": 64, "value": v} for i, v in enumerate((0.6, 0.4))]
         runs += [{"scheme": "b", "task": task, "run_id": f"b{i}", "eval_len": 64, "value": 0.499} for i in range(2)]
     board, rows = _board(cells), pd.DataFrame(runs)
-    schemes, b_ood, _ = tables.mrr_replicates(board, rows, "min", 400, tables.BOOTSTRAP_SEED)
+    schemes, b_ood, _ = ranking.mrr_replicates(board, rows, "min", 400, ranking.BOOTSTRAP_SEED)
     assert stats.percentile_interval(b_ood)[1][schemes.index("a")] < 1.0  # the replicates alone miss the point
     m = tables.mrr_intervals(board, rows, reps=400).set_index("scheme")
     assert m.loc["a", "mrr_ood"] == 1.0
@@ -93,13 +94,13 @@ def test_a_four_task_run_among_one_task_runs_is_ranked_on_the_shared_task_only()
     two = tables.mrr(_board(cells + [("a", "vt", 32, 0.1), ("a", "vt", 64, 0.1)])).set_index("scheme")
     assert two.ranked_on.to_dict() == {"a": "copy, vt", "b": "copy", "mix": "copy, vt"}
     more = cells + [("a", "vt", 32, 0.1), ("a", "vt", 64, 0.1)]
-    shown = render.mrr_display(tables.mrr_intervals(_board(more), _runs(more), reps=2))
+    shown = mrr_display(tables.mrr_intervals(_board(more), _runs(more), reps=2))
     assert dict(zip(shown.scheme, shown["ranked on"])) == {"a": "copy, vt", "b": "copy", "mix": "copy, vt"}
 
 
 def test_one_task_set_shows_no_ranked_on_column():
     cells = [("a", "copy", 64, 0.9), ("b", "copy", 64, 0.5)]
-    shown = render.mrr_display(tables.mrr_intervals(_board(cells), _runs(cells), reps=2))
+    shown = mrr_display(tables.mrr_intervals(_board(cells), _runs(cells), reps=2))
     assert "ranked on" not in shown
 
 

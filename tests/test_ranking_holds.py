@@ -7,7 +7,7 @@ test_the_same_order_in_every_setting_holds and test_a_reversed_order_gives_tau_m
 fail; tau_b dividing by every pair (tau-a) makes test_tau_b_matches_scipy_and_a_hand_count fail;
 MOVE_LIMIT = 2 makes test_one_scheme_moving_by_two_breaks_the_ranking_though_tau_agrees fail;
 setting_labels ordering by the label's text ('d_model 128' before 'd_model 64'), or
-tables.model_labels naming the model without its width (one setting), makes
+boards.model_labels naming the model without its width (one setting), makes
 test_a_reversed_order_gives_tau_minus_one_and_says_so fail; the tau interval without
 stats.containing, or each setting's bootstrap seeded with None, makes
 test_the_bootstrap_interval_contains_its_point_and_rebuilds_byte_identically fail; save keeping an
@@ -23,7 +23,8 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
-from suite.report import render, settings, tables
+from suite.report import render
+from suite.report.sections import breakdowns, settings
 from suite.report.__main__ import main as report_main
 from suite.results import store
 from tests.conftest import spec_for
@@ -153,7 +154,7 @@ def test_breakdowns_never_average_two_metrics_or_two_schemes():
     one length, the mean over its seeds."""
     rows = (_rows({32: ["rope", "alibi"], 64: ["alibi", "rope"]})
             + _rows({32: ["rope", "alibi"], 64: ["rope", "alibi"]}, task="code", metric="bits_per_byte", at_l=1.5))
-    t = tables.breakdown(frame(rows), "train_len")
+    t = breakdowns.breakdown(frame(rows), "train_len")
     assert list(t.index.names) == ["task", "metric", "scheme", "train_len"]
     assert set(zip(t.index.get_level_values("task"), t.index.get_level_values("metric"))) == {
         ("copy", "token_accuracy"), ("code", "bits_per_byte")}

@@ -1,13 +1,14 @@
 """Leaderboard tables against hand-computed values, and a report built from a fixture store.
 
-Mutation checks: in suite/report/tables.py _arrays, OOD eval_len > train_len -> eval_len >= train_len
+Mutation checks: in suite/report/ranking.py _arrays, OOD eval_len > train_len -> eval_len >= train_len
 makes test_mrr_with_ties_by_hand fail; KINDS (suite/model/span_kinds.py) chunk "c" -> "w", or "chunk" left out of
-BREAKDOWN_COLUMNS, makes test_a_chunk_is_labelled_c_and_broken_down_apart_from_windows fail; split_boards
+BREAKDOWN_COLUMNS (suite/report/sections/breakdowns.py), makes
+test_a_chunk_is_labelled_c_and_broken_down_apart_from_windows fail; split_boards (suite/report/boards.py)
 reading the split rows without relabelling them "all" makes
-test_evaluation_splits_are_scored_apart_and_other_slices_are_not_boards fail; in tie_ranks, a win by
-diff >= margin -> diff > margin, or in power, gaps < tied_below -> gaps <= tied_below, makes
+test_evaluation_splits_are_scored_apart_and_other_slices_are_not_boards fail; in ranking.tie_ranks, a win by
+diff >= margin -> diff > margin, or in sections/power.py power, gaps < margin -> gaps <= margin, makes
 test_two_means_exactly_the_margin_apart_are_not_tied_and_just_under_it_are fail; ``cell_text`` in
-suite/report/tables.py without its NaN check ('0.90 [nan, nan]' for one seed) makes
+suite/report/boards.py without its NaN check ('0.90 [nan, nan]' for one seed) makes
 test_report_tables_from_a_fixture_store fail."""
 import math
 import re
@@ -19,7 +20,9 @@ from suite.config.codedigest import spec_digest
 from tests.conftest import spec_for
 
 from suite.results import store
-from suite.report import plots, render, tables
+from suite.report import boards, plots, render, tables
+from suite.report.sections import breakdowns
+from suite.report.sections.power import power
 
 
 def _board(rows, train_len=32):
@@ -60,7 +63,7 @@ def test_means_closer_than_the_margin_share_a_rank_in_the_mrr_as_in_the_power_ta
     assert avg.to_dict() == pytest.approx({"a": 1 / 1.5, "b": 1 / 2, "c": 1 / 2.5, "d": 1 / 4})
     # a cell the power table calls tied (best minus worst below the margin) gives every scheme rank 1
     tied = _board([("a", "copy", 64, 0.402, 0, 2), ("b", "copy", 64, 0.398, 0, 2), ("c", "copy", 64, 0.395, 0, 2)])
-    assert tables.power(tied.assign(metric="token_accuracy")).tied_cells.tolist() == [1]
+    assert power(tied.assign(metric="token_accuracy")).tied_cells.tolist() == [1]
     assert set(tables.mrr(tied).mrr_all) == {1.0}
 
 
@@ -76,10 +79,30 @@ def test_two_means_exactly_the_margin_apart_are_not_tied_and_just_under_it_are()
         board = _board([("a", "copy", 64, 0.02, 0, 2), ("b", "copy", 64, low, 0, 2)]).assign(metric="token_accuracy")
         got = tables.mrr(board, tie="min").set_index("scheme").mrr_all
         assert got.to_dict() == {s: 1 / r for s, r in ranks.items()}, low
-        assert tables.power(board).tied_cells.tolist() == [tied], low  # the same rule in the power table
+        assert power(board).tied_cells.tolist() == [tied], low  # the same rule in the power table
     average = tables.mrr(_board([("a", "copy", 64, 0.02, 0, 2), ("b", "copy", 64, under, 0, 2)]), tie="average")
     assert average.set_index("scheme").mrr_all.to_dict() == {"a": 1 / 1.5, "b": 1 / 1.5}
 
+
+
+def test_the_tie_margin_is_the_metrics_own(monkeypatch):
+    """A metric that declares a wider tie margin (``Metric.tie_margin``) ties wider gaps, in the MRR
+    and in the power table alike; with today's declaration the same two means are apart.
+
+    Mutation check: ``_arrays`` in suite/report/ranking.py keeping TIED_BELOW for every cell (not the
+    cell's metric's ``tie_margin``), or ``power`` in suite/report/sections/power.py comparing the gaps
+    with TIED_BELOW, makes this fail."""
+    from dataclasses import replace
+
+    from suite.results import metrics
+
+    board = _board([("a", "copy", 64, 0.60, 0, 2), ("b", "copy", 64, 0.55, 0, 2)]).assign(
+        metric="token_accuracy", higher_is_better=True, low=0.0, high=1.0, share=False)
+    assert tables.mrr(board).set_index("scheme").mrr_all.to_dict() == {"a": 1.0, "b": 0.5}
+    assert power(board).tied_cells.tolist() == [0]
+    monkeypatch.setitem(metrics.METRICS, "token_accuracy", replace(metrics.METRICS["token_accuracy"], tie_margin=0.1))
+    assert tables.mrr(board).set_index("scheme").mrr_all.to_dict() == {"a": 1.0, "b": 1.0}
+    assert power(board).tied_cells.tolist() == [1]
 
 def _row(run, scheme, seed, task, eval_len, value, status="ok", pattern="uniform", metric="token_accuracy",
          config=None, digest="d1", steps=10, n=10, train_len=32):
@@ -160,7 +183,7 @@ def test_report_tables_from_a_fixture_store(fixture_store, tmp_path):
     text = (out / "leaderboard.csv").read_text()
     assert not re.search(r"\d\.\d{5,}", text)  # rounded to 4 decimals
     csv = pd.read_csv(out / "leaderboard.csv")
-    assert list(csv.columns) == render.BOARD_CSV and len(csv) == 6
+    assert list(csv.columns) == boards.BOARD_CSV and len(csv) == 6
     assert math.isnan(csv.set_index(["scheme", "eval_len"]).loc[("alibi", 32), "ci_low"])
     m = pd.read_csv(out / "mrr.csv")
     assert list(m.columns) == ["scheme", "mrr_ood", "mrr_ood_low", "mrr_ood_high", "mrr_all", "mrr_all_low",
@@ -205,11 +228,12 @@ def test_power_reports_the_interval_half_widths_at_the_first_length_beyond_l(tmp
     # (0.5 + 0.2477) / 2, largest 0.5.
     with pytest.warns(UserWarning, match="junk.json"):
         df = store.load(write_fixture(tmp_path, "string_match_part") / "fx")
-    power = tables.power(tables.leaderboard(df, "string_match_part")).set_index("task")
-    assert power.loc["copy", "max_half_width"] == pytest.approx(0.5)
-    assert power.loc["copy", "median_half_width"] == pytest.approx((0.5 + 0.2477) / 2, abs=1e-4)
+    table = power(tables.leaderboard(df, "string_match_part")).set_index("task")
+    assert table.loc["copy", "max_half_width"] == pytest.approx(0.5)
+    assert table.loc["copy", "median_half_width"] == pytest.approx((0.5 + 0.2477) / 2, abs=1e-4)
     r = render.build(df, "fx", metric="string_match_part")
-    assert r["half_median"] == pytest.approx((0.5 + 0.2477) / 2, abs=1e-4) and r["half_max"] == pytest.approx(0.5)
+    assert r["power"]["half_median"] == pytest.approx((0.5 + 0.2477) / 2, abs=1e-4)
+    assert r["power"]["half_max"] == pytest.approx(0.5)
     assert "the median is 0.374 and the largest 0.500" in render.markdown(r)
 
 
@@ -227,7 +251,7 @@ def test_html_report_escapes_run_supplied_strings(fixture_store, tmp_path):
     with pytest.warns(UserWarning, match="junk.json"):
         df = store.load(fixture_store / "fx")
     df.loc[df.positions == "rope", "positions"] = "<script>alert(1)</script>"
-    page = render.html_page(render.build(df, "<b>sweep</b>"), {"copy": plots.Plot(b"png", [])})
+    page = render.html_page(render.build(df, "<b>sweep</b>"), {"copy": plots.Plot(b"png", []), "summary": plots.Plot(b"png", [])})
     assert "<script>" not in page and "&lt;script&gt;" in page and "<b>sweep</b>" not in page
 
 
@@ -243,13 +267,13 @@ def test_a_chunk_is_labelled_c_and_broken_down_apart_from_windows(tmp_path):
                 _sized("rope-swa", "uniform", "swa", 8, None, 0.8)]:
         store.write_run(tmp_path, "fx", row["run_id"], {"run_id": row["run_id"], "sweep": "fx", "spec": spec_for([row])}, [row])
     df = store.load(tmp_path / "fx")
-    labels = sorted(df.apply(tables.scheme_label, axis=1))
+    labels = sorted(df.apply(boards.scheme_label, axis=1))
     assert labels == ["command_a w=16", "llama4 c=16", "rope chunked c=8", "rope swa w=8"]
-    assert {"window", "chunk"} <= set(tables.varied(df))
-    by_chunk = tables.breakdown(df, "chunk")["1x train length"].droplevel(["task", "metric"])
+    assert {"window", "chunk"} <= set(breakdowns.varied(df))
+    by_chunk = breakdowns.breakdown(df, "chunk")["1x train length"].droplevel(["task", "metric"])
     assert by_chunk.to_dict() == pytest.approx({("llama4 c=16", "16"): 0.2, ("rope chunked c=8", "8"): 0.6,
                                                 ("command_a w=16", "None"): 0.4, ("rope swa w=8", "None"): 0.8})
-    by_window = tables.breakdown(df, "window")["1x train length"].droplevel(["task", "metric"])
+    by_window = breakdowns.breakdown(df, "window")["1x train length"].droplevel(["task", "metric"])
     assert by_window.to_dict() == pytest.approx({("rope swa w=8", "8"): 0.8, ("command_a w=16", "16"): 0.4,
                                                  ("llama4 c=16", "None"): 0.2, ("rope chunked c=8", "None"): 0.6})
 
@@ -257,9 +281,9 @@ def test_a_chunk_is_labelled_c_and_broken_down_apart_from_windows(tmp_path):
 def test_every_span_kind_is_a_results_column_a_setting_and_a_label():
     from suite.model.span import KINDS, SPANS
 
-    assert tables.KINDS is KINDS  # the labels have one home, the span interface
+    assert boards.KINDS is KINDS  # the labels have one home, the span interface
     assert {cls.kind for cls in SPANS.values()} - {None} <= set(KINDS)
-    assert all(k in store.COLUMNS and k in tables.BREAKDOWN_COLUMNS and k in tables.CONFIG_COLUMNS for k in KINDS)
+    assert all(k in store.COLUMNS and k in breakdowns.BREAKDOWN_COLUMNS and k in boards.CONFIG_COLUMNS for k in KINDS)
 
 
 def test_evaluation_splits_are_scored_apart_and_other_slices_are_not_boards(tmp_path):
@@ -272,10 +296,10 @@ def test_evaluation_splits_are_scored_apart_and_other_slices_are_not_boards(tmp_
         return out
 
     df = frame(rows("a", 0, 0.6, 1.0) + rows("b", 1, 0.8, 0.9))
-    boards = tables.split_boards(df)
-    assert sorted(boards) == [("flipflop", "dense"), ("flipflop", "sparse")]
-    assert boards[("flipflop", "sparse")].set_index("scheme").loc["rope", "mean"] == pytest.approx(0.7)
-    assert boards[("flipflop", "dense")].set_index("scheme").loc["rope", "mean"] == pytest.approx(0.95)
+    split = boards.split_boards(df)
+    assert sorted(split) == [("flipflop", "dense"), ("flipflop", "sparse")]
+    assert split[("flipflop", "sparse")].set_index("scheme").loc["rope", "mean"] == pytest.approx(0.7)
+    assert split[("flipflop", "dense")].set_index("scheme").loc["rope", "mean"] == pytest.approx(0.95)
     out = render.write(df, "fx", tmp_path / "rep")
     md = (out / "index.md").read_text()
     # both runs score below 0.9 on the whole task at L (0.8, 0.85): the split tables carry the task's mark
@@ -305,6 +329,6 @@ def test_a_breakdown_lists_a_schemes_settings_in_numeric_order():
     """Mutation check: sorting a breakdown's rows by the setting's text ('128' before '16') makes this fail."""
     lengths = [16, 4, 128, 8]
     df = frame([_row(f"L{n}", "rope", 0, "copy", n, 1.0, config=f"c{n}", train_len=n) for n in lengths])
-    assert list(tables.breakdown(df, "train_len").index.get_level_values("train_len")) == ["4", "8", "16", "128"]
-    assert set(tables.breakdown(df, "train_len").index.get_level_values("scheme")) == {"rope"}
-    assert sorted(["None", "16", "4"], key=tables._numeric_first) == ["4", "16", "None"]  # no window: last
+    assert list(breakdowns.breakdown(df, "train_len").index.get_level_values("train_len")) == ["4", "8", "16", "128"]
+    assert set(breakdowns.breakdown(df, "train_len").index.get_level_values("scheme")) == {"rope"}
+    assert sorted(["None", "16", "4"], key=breakdowns._numeric_first) == ["4", "16", "None"]  # no window: last

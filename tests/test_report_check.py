@@ -26,7 +26,7 @@ def test_a_one_colour_screenshot_is_blank_and_a_drawn_one_is_not(tmp_path):
 def test_two_lines_of_one_plot_in_one_look_fail_the_style_check(tmp_path):
     r = render.build(_df(), "fx")
     assert check.style_problems(render.save(r, tmp_path / "ok")) == []
-    r["styles"] = {**r["styles"], "alibi": Style("#1f77b4", "o"), "rope": Style("#1f77b4", "o")}  # one look twice
+    r["styles"].update({"alibi": Style("#1f77b4", "o"), "rope": Style("#1f77b4", "o")})  # one look twice
     out = render.save(r, tmp_path / "dup")
     assert check.style_problems(out) == [
         "plots/copy.png: 'alibi' and 'rope' share colour #1f77b4 and marker 'o'"]  # read from the drawn lines

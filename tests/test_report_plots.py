@@ -1,15 +1,15 @@
 """Plots people read: a look per scheme, kept across a report's plots.
 
-Mutation checks: in suite/report/render.py, _plots leaving out the split boards (or markdown not
-linking their plots) makes test_each_split_table_has_its_plot_beside_it fail; in suite/report/plots.py
+Mutation checks: in suite/report/sections/task_boards.py, ``plots`` leaving out the split boards (or
+``blocks`` not linking their plots) makes test_each_split_table_has_its_plot_beside_it fail; in suite/report/plots.py
 plot_task, ax.set_ylim(-0.03, 1.03) instead of fitted(b)
 makes test_the_y_axis_fits_the_data_and_clips_no_interval fail; drawing at g.eval_len (no dodge) makes
 test_error_bars_at_one_length_stand_side_by_side fail; looping over b.groupby("scheme") (by name)
 makes test_the_legend_lists_schemes_in_the_order_of_the_table fail; in _length_axis, dropping the set_xticks line or the axvline
 makes test_x_ticks_are_the_evaluated_lengths_and_the_training_length_is_marked fail; in
 suite/report/styles.py, COLOURS cut to tab10 (or style() using i % 10) makes
-test_thirteen_schemes_get_thirteen_colours_and_thirteen_markers fail; render.save drawing each task
-plot without the report's ``styles`` makes test_a_scheme_keeps_its_look_in_every_plot_of_a_report fail.
+test_thirteen_schemes_get_thirteen_colours_and_thirteen_markers fail; ``TaskBoards.plots`` drawing each
+task plot without the report's ``styles`` makes test_a_scheme_keeps_its_look_in_every_plot_of_a_report fail.
 """
 import math
 
@@ -36,7 +36,7 @@ def board(cells, task="copy", train_len=32, metric="token_accuracy"):
 def figures(monkeypatch):
     """The figures the plots draw, instead of their PNG bytes."""
     drawn = []
-    monkeypatch.setattr(plots, "_png", lambda fig: drawn.append(fig) or plots.Plot(b"", []))
+    monkeypatch.setattr(plots, "png", lambda fig: drawn.append(fig) or plots.Plot(b"", []))
     yield drawn
     for fig in drawn:
         plt.close(fig)

@@ -2,11 +2,11 @@
 never or unsupported, best rows first, legends outside the data, plain column names.
 
 Mutation checks: in suite/report/plots.py plot_task, a legend inside the axes (ax.legend()) makes
-test_legends_and_colour_bars_sit_outside_the_data[task] fail; in suite/report/tables.py
+test_legends_and_colour_bars_sit_outside_the_data[task] fail; in suite/report/boards.py
 scheme_order, sorting by name alone makes
-test_task_table_has_named_lengths_dashes_for_unsupported_and_best_rows_first fail; size_columns
-returning ["window"] only, or plot_recency dropping the chunk from its line labels, makes
-test_a_chunked_run_is_never_drawn_or_tabled_as_a_window fail.
+test_task_table_has_named_lengths_dashes_for_unsupported_and_best_rows_first fail; in
+suite/report/sections/recency.py, size_columns returning ["window"] only, or plot_recency dropping
+the chunk from its line labels, makes test_a_chunked_run_is_never_drawn_or_tabled_as_a_window fail.
 """
 import math
 import re
@@ -20,7 +20,8 @@ from tests.conftest import spec_for
 from suite.bench import perf as bench
 
 from suite.results import store
-from suite.report import plots, render, tables
+from suite.report import boards, plots, render, tables
+from suite.report.sections import breakdowns, effective_length, recency, verdict
 from tests.test_report import _row, frame
 
 
@@ -45,18 +46,18 @@ def test_task_table_has_named_lengths_dashes_for_unsupported_and_best_rows_first
 
 def test_effective_length_reads_tokens_or_a_dash_for_never():
     board = tables.leaderboard(_df())
-    shown = render.effective_display(tables.effective_length(board, 0.85))
+    shown = effective_length.effective_display(tables.effective_length(board, 0.85))
     assert shown.loc["rope", "copy"] == "32 tokens" and shown.loc["alibi", "copy"] == "-"
 
 
 def test_breakdown_and_recency_columns_are_named():
     df = _df()
-    assert list(tables.breakdown(df, "spans").columns) == ["1x train length", "2x train length"]
+    assert list(breakdowns.breakdown(df, "spans").columns) == ["1x train length", "2x train length"]
 
 
 def test_every_html_table_has_one_header_row_and_the_summary_comes_first(tmp_path):
     r = render.build(_df(), "fx")
-    page = render.html_page(r, {t: plots.plot_task(r["board"], t) for t in r["tasks"]})
+    page = render.html_page(r)
     heads = re.findall(r"<thead>(.*?)</thead>", page, flags=re.S)
     assert heads and all(h.count("<tr") == 1 for h in heads)
     assert page.index('id="summary"') < page.index('id="mrr"') < page.index("<h2>copy</h2>")
@@ -66,16 +67,17 @@ def test_every_html_table_has_one_header_row_and_the_summary_comes_first(tmp_pat
 
 
 def test_the_summary_heatmap_holds_the_first_length_beyond_training():
-    first = tables.first_ood(tables.leaderboard(_df()))
+    first = boards.first_ood(tables.leaderboard(_df()))
     assert set(first.eval_len) == {64} and set(first.scheme) == {"rope", "alibi", "learned", "t5"}
 
 
 @pytest.mark.parametrize("draw", ["task", "summary"])
 def test_legends_and_colour_bars_sit_outside_the_data(monkeypatch, draw):
     figures = []
-    monkeypatch.setattr(plots, "_png", lambda fig: figures.append(fig) or b"")
+    for module in (plots, verdict):
+        monkeypatch.setattr(module, "png", lambda fig: figures.append(fig) or b"")
     board = tables.leaderboard(_df())
-    plots.plot_task(board, "copy") if draw == "task" else plots.plot_summary(board, ["alibi", "rope"])
+    plots.plot_task(board, "copy") if draw == "task" else verdict.plot_summary(board, ["alibi", "rope"])
     fig = figures[0]
     fig.canvas.draw()
     ax = fig.axes[0]
@@ -102,15 +104,15 @@ def _diagnostic_store(tmp_path):
 
 def test_a_chunked_run_is_never_drawn_or_tabled_as_a_window(tmp_path, monkeypatch):
     df = _diagnostic_store(tmp_path)
-    t = tables.recency_table(df).set_index("pattern")
+    t = recency.recency_table(df).set_index("pattern")
     assert t.loc["llama4", ["window", "chunk"]].tolist() == [0, 8]
     assert t.loc["rope_in_swa", ["window", "chunk"]].tolist() == [8, 0]
     figures = []
-    monkeypatch.setattr(plots, "_png", lambda fig: figures.append(fig) or b"")
-    plots.plot_recency(df)
+    monkeypatch.setattr(recency, "png", lambda fig: figures.append(fig) or b"")
+    recency.plot_recency(df)
     lines = {line.get_label(): list(line.get_xdata()) for line in figures[0].axes[0].get_lines()}
     assert lines["llama4 c=8 (trained)"] == [0] and lines["rope_in_swa (trained)"] == [8]
-    plots.plot_profiles(df)
+    recency.plot_profiles(df)
     titles = sorted(ax.get_title() for ax in figures[1].axes if ax.get_title())
     assert titles == ["llama4 c=8", "rope_in_swa w=8", "uniform"]
     for fig in figures:

@@ -3,7 +3,7 @@ bootstrap, and the power table.
 
 Mutation checks: in suite/report/stats.py t_interval, n - 1 degrees of freedom -> n makes
 test_t_interval_by_hand fail; percentile_interval's tail 100 * (1 - level) / 2 -> 100 * (1 - level)
-(a 90 % interval) makes test_percentile_interval_by_hand fail; in suite/report/tables.py _arrays, a
+(a 90 % interval) makes test_percentile_interval_by_hand fail; in suite/report/ranking.py _arrays, a
 sign of 1.0 for every cell (a loss ranked highest first) makes
 test_a_loss_ranks_lowest_first_and_its_intervals_are_not_clipped_to_one fail."""
 import math
@@ -11,7 +11,8 @@ import math
 import numpy as np
 import pytest
 
-from suite.report import stats, tables
+from suite.report import ranking, stats, tables
+from suite.report.sections.power import power, tied_share
 from tests.test_report import _board, _row, frame
 
 
@@ -115,8 +116,8 @@ def test_bootstrap_keeps_a_runs_eval_lengths_together():
     # a's seed 0 wins both OOD lengths, seed 1 loses both: a resample never mixes them
     df = _seeded({"a": [(0.5, 1.0, 1.0), (0.5, 0.0, 0.0)], "b": [(0.5, 0.5, 0.5)] * 2})
     b = tables.leaderboard(df)
-    schemes, cells, *_ = tables._arrays(b)
-    x = tables._bootstrap_scores(tables.primary(df), schemes, cells, reps=200, seed=0)
+    schemes, cells, *_ = ranking._arrays(b)
+    x = ranking._bootstrap_scores(tables.primary(df), schemes, cells, reps=200, seed=0)
     a, c64, c128 = schemes.index("a"), cells.index(("copy", 64)), cells.index(("copy", 128))
     assert np.array_equal(x[:, a, c64], x[:, a, c128]) and len(set(x[:, a, c64])) == 3
 
@@ -131,12 +132,12 @@ def test_power_by_hand():
         ("a", "rank", 32, 0.5, 0, 3), ("b", "rank", 32, 0.5, 0, 3), ("a", "rank", 64, 0.5, 0, 3),
         ("b", "rank", 64, 0.5, 0, 3), ("a", "rank", 128, 0.4, 0, 3), ("b", "rank", 128, math.nan, 0, 0),
     ]).assign(metric="m")
-    p = tables.power(board).set_index("task")
+    p = power(board).set_index("task")
     assert p.loc["copy", "first_ood_len"] == 64 and p.loc["copy", "spread"] == pytest.approx(0.5)
     assert (p.loc["copy", "tied_cells"], p.loc["copy", "cells"]) == (1, 3)
     assert p.loc["copy", "tied_share"] == pytest.approx(1 / 3)
     assert p.loc["rank", "spread"] == 0 and (p.loc["rank", "tied_cells"], p.loc["rank", "cells"]) == (2, 2)
-    assert tables.tied_share(tables.power(board)) == pytest.approx(3 / 5)
+    assert tied_share(power(board)) == pytest.approx(3 / 5)
 
 
 def test_a_loss_ranks_lowest_first_and_its_intervals_are_not_clipped_to_one():

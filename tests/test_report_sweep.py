@@ -1,7 +1,7 @@
 """What a report says about its sweep: cells never pool configurations, runs whose code changed
 are flagged, and published results sit beside ours with the agreement of orderings.
 
-Mutation check: in suite/report/references.py compare, a pair differs when the signs' product is
+Mutation check: in suite/report/sections/references.py compare, a pair differs when the signs' product is
 < 0 -> <= 0 (a tie counted as a disagreement) makes test_compare_orders_with_a_published_tie_by_hand fail."""
 import math
 
@@ -11,7 +11,8 @@ import pytest
 from tests.conftest import spec_for
 
 from suite.results import store
-from suite.report import references, render, tables
+from suite.report import code_status, render, tables
+from suite.report.sections import provenance, references
 from tests.test_report import _row, frame
 
 
@@ -58,14 +59,14 @@ def test_runs_whose_code_changed_are_flagged(tmp_path, capsys):
     page = (tmp_path / "rep" / "mx" / "index.html").read_text()
     assert page.index(warning) < page.index("Mean Reciprocal Rank")
     df = store.load(tmp_path / "res" / "mx")
-    assert tables.code_groups(df).to_dict("records") == [{"git_sha": "abc", "code": "current", "runs": 2},
+    assert code_status.code_groups(df).to_dict("records") == [{"git_sha": "abc", "code": "current", "runs": 2},
                                                          {"git_sha": "abc", "code": "stale", "runs": 1}]
-    assert render._checkout_code(df) == "2 of 3 runs (rerun the sweep to refresh the others)"
+    assert provenance._checkout_code(df) == "2 of 3 runs (rerun the sweep to refresh the others)"
     current = df[df.run_id != "rope-0"]
-    assert tables.stale_code_warning(current) is None
-    assert render._checkout_code(current) == "2 of 2 runs (the runs were computed by this code)"
+    assert code_status.stale_code_warning(current) is None
+    assert provenance._checkout_code(current) == "2 of 2 runs (the runs were computed by this code)"
     # a run stored without its spec cannot be checked: unknown, not stale
-    assert tables.code_status(df.assign(spec=None)).eq("unknown").all()
+    assert code_status.code_status(df.assign(spec=None)).eq("unknown").all()
 
 
 def test_compare_orders_with_a_published_tie_by_hand():
@@ -88,13 +89,13 @@ def test_published_results_section_from_the_kz_reference(tmp_path):
     assert ref["columns"] == {"nope": "NoPE", "t5": "T5", "alibi": "ALiBi", "rope": "RoPE", "learned": "APE"}
     assert ref["results"]["reverse"]["RoPE"] == 0.077 and ref["mrr"]["NoPE"] == 0.687
     r = render.build(df, "kz")
-    agree = r["ref_agreement"].set_index("row")
+    agree = r["references"]["agreement"].set_index("row")
     copy = agree.loc["copy, random tokens"]
     assert copy["paper order"] == "T5 > ALiBi > NoPE > APE > RoPE"
     assert copy["our order"] == "T5 > NoPE > ALiBi > APE > RoPE"
     assert copy["kendall tau"] == pytest.approx(0.8) and copy["opposite pairs"] == "NoPE/ALiBi"
     assert set(agree.index) == {"copy, random tokens", "MRR"}  # reverse and copy_repeat were not run
-    assert r["ref_ours"].loc["copy, random tokens", "NoPE"] == 0.5
+    assert r["references"]["ours"].loc["copy, random tokens", "NoPE"] == 0.5
     md = render.markdown(r)
     assert "## Published results" in md and "40k steps" in md and "Kazemnejad" in md
     assert "| copy, random tokens |" in md and "NoPE/ALiBi" in md and "0.420" in md and "| ours " in md

@@ -1,18 +1,19 @@
 """The top of a board: a verdict sentence and the setup, computed from the data, at the head of
 index.md and index.html.
 
-Mutation checks: in suite/report/verdict.py verdict, sort_values(name, ascending=True) makes
+Mutation checks: in suite/report/sections/verdict.py verdict, sort_values(name, ascending=True) makes
 test_a_board_opens_with_its_verdict_and_setup and test_the_verdict_says_whether_the_first_two_are_separated
 fail; the overlap test written with < instead of <= (touching intervals 'separated') makes
 test_the_verdict_says_whether_the_first_two_are_separated fail; setup reading the seeds of one run
-only (runs.seed.iloc[:1]) makes test_a_board_opens_with_its_verdict_and_setup fail; render.markdown
+only (runs.seed.iloc[:1]) makes test_a_board_opens_with_its_verdict_and_setup fail; ``Verdict.blocks``
 without the verdict line makes test_a_board_opens_with_its_verdict_and_setup fail."""
 import json
 
 import pandas as pd
 
 from suite.config.codedigest import spec_digest
-from suite.report import render, verdict
+from suite.report import render
+from suite.report.sections import verdict
 from suite.results import store
 from tests.conftest import spec_for
 from tests.criterion_runs import criterion_metrics, write_runs  # noqa: F401 (a fixture)
@@ -88,7 +89,7 @@ def test_the_setup_says_runs_trained_to_criterion_trained_on_up_to_their_cap(tmp
     steps; one with a run without checks among them says how many were; a board without checks
     keeps the plain 'N steps' (test_a_board_opens_with_its_verdict_and_setup).
 
-    Mutation check: in suite/report/verdict.py ``setup``, ``{_values(runs.steps)} steps`` back in
+    Mutation check: in suite/report/sections/verdict.py ``setup``, ``{_values(runs.steps)} steps`` back in
     place of ``{protocol(df, runs)}`` makes this fail; ``protocol`` without its '(k of n runs ...)'
     clause makes it fail too."""
     runs = [("rope-0", "rope", 0, "copy", {32: 1.0, 64: 0.5}, 0.95, 160),
@@ -117,7 +118,7 @@ def test_a_run_is_trained_to_criterion_by_its_check_rows_or_by_its_spec_on_a_jud
     task without a learned line (bits per byte: natural text keeps a fixed budget) does not, nor
     does a spec that does not say (rows stored before the protocol).
 
-    Mutation check: in suite/report/verdict.py ``criterion_runs``, ``head`` without ``& judged``
+    Mutation check: in suite/report/sections/verdict.py ``criterion_runs``, ``head`` without ``& judged``
     (every headline read as having a learned line) makes this fail; so does ``_until_learned`` returning
     ``.get("until_learned", True)`` (a spec that does not say read as trained to criterion)."""
     train = {"steps": 100, "cap": 2.5, "until_learned": True}

@@ -1,24 +1,27 @@
 """Steps to learn in each report (a section of index.md and index.html, and steps_to_learn.csv),
 and the headline MRR over learned runs with the MRR over every run beside it.
 
-Mutation checks: ``steps_table`` in suite/report/steps.py averaging every stored ``steps_to_learn``
-(``g.steps.dropna()``, not only the learned runs') makes
+Mutation checks: ``steps_table`` in suite/report/sections/steps.py averaging every stored
+``steps_to_learn`` (``g.steps.dropna()``, not only the learned runs') makes
 test_steps_to_learn_by_hand_over_the_runs_that_learned fail, and so does its ``t_interval`` without
-``bounds=(0.0, math.inf)`` (clipped to [0, 1]); ``markdown`` in suite/report/render.py without the
-"Steps to learn" section, or ``save`` without steps_to_learn.csv, makes
-test_a_report_with_checks_has_the_section_and_one_without_has_none fail, and so does ``save``
-leaving a stale steps_to_learn.csv behind; ``mrr_learned`` in suite/report/tables.py ranking
-``rows`` instead of the learned ``kept`` rows makes test_the_headline_mrr_ranks_learned_runs_only
-fail, and so does ``render.build`` calling ``mrr_intervals`` instead of ``mrr_learned``, or
-``mrr_learned`` sorting without the MRRs over every run (the schemes no learned run ranks by name);
-``mrr_display`` without its "MRR (OOD), every run" column makes it fail too; ``_verdict`` in render.py
-without its no-learned-run sentence makes test_a_board_whose_runs_never_learned_ranks_nothing_and_says_why fail."""
+``bounds=(0.0, math.inf)`` (clipped to [0, 1]); ``Steps.blocks`` without the "Steps to learn"
+heading, or ``Steps.csvs`` without steps_to_learn.csv, makes
+test_a_report_with_checks_has_the_section_and_one_without_has_none fail, and so does
+``render.save`` leaving a stale steps_to_learn.csv behind; ``mrr_learned`` in
+suite/report/ranking.py ranking ``rows`` instead of the learned ``kept`` rows makes
+test_the_headline_mrr_ranks_learned_runs_only fail, and so does ``context.build`` calling
+``mrr_intervals`` instead of ``mrr_learned``, or ``mrr_learned`` sorting without the MRRs over every
+run (the schemes no learned run ranks by name); ``mrr_display`` without its "MRR (OOD), every run"
+column makes it fail too; ``headline`` in suite/report/sections/verdict.py without its
+no-learned-run sentence makes test_a_board_whose_runs_never_learned_ranks_nothing_and_says_why fail."""
 import math
 
 import pandas as pd
 import pytest
 
-from suite.report import render, steps, tables
+from suite.report import render, tables
+from suite.report.sections import steps
+from suite.report.sections.mrr import mrr_display
 from suite.report.__main__ import main as report_main
 from suite.results import store
 from tests.criterion_runs import criterion_metrics, write_runs  # noqa: F401 (a fixture)
@@ -84,7 +87,7 @@ def test_shipped_rows_build_no_steps_table():
         warnings.simplefilter("ignore")
         df = store.load(PRE_CRITERION)
     r = render.build(df, "default")
-    assert r["steps"].empty and "Steps to learn" not in render.markdown(r)
+    assert "steps" not in r and "Steps to learn" not in render.markdown(r)
 
 
 # copy at 32 (L) and 64 (OOD), every run with checks: b-1, c-0 and d-0 have not learned (check below 0.9)
@@ -111,9 +114,9 @@ def test_the_headline_mrr_ranks_learned_runs_only(tmp_path, criterion_metrics): 
     assert (m.cells_ood["c"], m.cells_all["c"]) == (0, 0)
     # sorted by the learned runs' MRR; the schemes without one after, by the MRR over every run
     assert list(r["mrr"].scheme) == ["a", "b", "d", "c"]
-    assert r["verdict"].startswith("a ranks first by MRR beyond the training length")
-    assert "ahead of b" in r["verdict"] and "3 of 6 runs have not learned their task" in r["verdict"]
-    shown = render.mrr_display(r["mrr"]).set_index("scheme")
+    assert r["verdict"]["verdict"].startswith("a ranks first by MRR beyond the training length")
+    assert "ahead of b" in r["verdict"]["verdict"] and "3 of 6 runs have not learned their task" in r["verdict"]["verdict"]
+    shown = mrr_display(r["mrr"]).set_index("scheme")
     assert shown.loc["c", "MRR (OOD)"] == "-" and shown.loc["c", "MRR (OOD), every run"].startswith("0.50 [")
     assert shown.loc["a", "MRR (OOD), every run"].startswith("0.25 [")
     # the task's table still holds every run, with the mark
@@ -127,13 +130,13 @@ def test_where_every_run_has_learned_both_mrrs_agree(tmp_path, criterion_metrics
     for name in ("mrr_ood", "mrr_all"):
         for end in ("", "_low", "_high"):
             assert m[name + end].tolist() == m[f"{name}_every_run{end}"].tolist()
-    assert "left out" not in r["verdict"]
+    assert "left out" not in r["verdict"]["verdict"]
 
 
 def test_a_board_whose_runs_never_learned_ranks_nothing_and_says_why(tmp_path, criterion_metrics):  # noqa: F811
     never = [(*run[:5], 0.1, None) for run in MRR_RUNS]
     r = render.build(_load(tmp_path, never), "cr")
-    assert r["verdict"] == ("No two schemes have learned runs in a cell they share: nothing is ranked over learned "
+    assert r["verdict"]["verdict"] == ("No two schemes have learned runs in a cell they share: nothing is ranked over learned "
                             "runs. The MRR ranks learned runs only: 6 of 6 runs have not learned their task and are "
                             "left out of it (the MRR over every run stands beside it).")
     assert r["mrr"].mrr_ood.isna().all() and r["mrr"].mrr_ood_every_run.notna().all()

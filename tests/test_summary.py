@@ -1,11 +1,11 @@
 """``posbench summary`` prints the report's leaderboard cells: one row per configuration, labelled
 as the report labels it, with the runs behind each cell and how many have not learned.
 
-Mutation checks: in suite/report/tables.py primary, splitting a scheme name only past 2
+Mutation checks: in suite/report/boards.py primary, splitting a scheme name only past 2
 configurations (``> 2``) pools the two step counts and makes test_two_step_counts_of_one_scheme_print_two_rows fail;
 ``marks`` in suite/report/summary.py terminal_table left empty makes
 test_a_cell_names_its_runs_the_not_learned_and_a_single_seed fail, and so does ``cell_text`` in
-suite/report/tables.py printing '[nan, nan]' again (its NaN check removed); ``write_machine`` writing
+suite/report/boards.py printing '[nan, nan]' again (its NaN check removed); ``write_machine`` writing
 ``table.drop(columns="runs")`` makes test_csv_and_json_write_the_table_the_terminal_shows fail."""
 import io
 import json

@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 
-from suite.report import tables
+from suite.report import ranking
 
 
 def test_ranks_with_two_absent_schemes_warn_nothing():
@@ -17,8 +17,8 @@ def test_ranks_with_two_absent_schemes_warn_nothing():
     s = np.array([[[0.9, -np.inf], [0.5, 0.7], [-np.inf, 0.7001], [-np.inf, 0.2]]])  # (R, S, C)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        low = tables.tie_ranks(s, "min")
-        average = tables.tie_ranks(s, "average")
+        low = ranking.tie_ranks(s, "min")
+        average = ranking.tie_ranks(s, "average")
     # cell 0: 0.9 first, 0.5 second; cell 1: 0.7 and 0.7001 tied first (closer than the margin), 0.2 third
     assert low[0, :2, 0].tolist() == [1.0, 2.0] and low[0, 1:, 1].tolist() == [1.0, 1.0, 3.0]
     assert average[0, 1:, 1].tolist() == [1.5, 1.5, 3.0]
