@@ -286,7 +286,7 @@ def test_a_run_hashes_the_mixer_files_it_uses():
 
 
 def test_result_columns_and_labels_show_the_mixer():
-    """Mutation: ``layer_mixing`` returning ``layer.span`` makes the spans columns equal."""
+    """Mutation: ``LayerSpec.mixing`` (suite/model/spec.py) returning ``self.span`` makes the spans columns equal."""
     qwen, rope = make_spec("+arch=qwen3_next", *SMALL), make_spec("+arch=rope", *SMALL)
     assert run_columns(qwen)["spans"] == "gated_delta+full" and run_columns(rope)["spans"] == "full"
     assert run_columns(make_spec("+arch=gla_nope", *SMALL))["spans"] == "gla+full"

@@ -83,17 +83,27 @@ def test_pattern_window_sizes_its_swa_layers():
 
 
 @pytest.mark.parametrize("overrides", [
-    ["span=swa", "span.window=8"],      # the span group would resize the pattern's swa layers
-    ["span=swa", "pattern.window=8"],   # the span group's window would override the pattern's
+    ["span=swa", "span.window=8"],      # the span group would size no layer: command_a names every layer's span
+    ["span=swa", "pattern.window=8"],   # the same, with the pattern's own window set too
 ])
-def test_a_pattern_and_a_span_group_that_disagree_on_a_window_are_refused(overrides):
-    with pytest.raises(SpecError, match=r"pattern.window=\d+ and span.window=\d+ both size the swa layers"):
+def test_a_span_group_that_sizes_no_layer_is_refused(overrides):
+    """A span's size has one home per layer: the pattern for the spans its layer kinds name.
+    Mutation check: dropping the ``all(named)`` refusal in ``_check_one_home`` (suite/config/build.py)
+    makes this fail, and the span group's window would be silently unused."""
+    with pytest.raises(SpecError, match=r"span=swa sizes no layer: every layer kind of pattern 'command_a' names its span"):
         make_spec("pattern=command_a", *overrides)
 
 
-def test_a_pattern_and_a_span_group_that_agree_on_a_window_build():
-    spec = make_spec("pattern=command_a", "span=swa", "span.window=8", "pattern.window=8")
-    assert [layer.span_size for layer in spec.model.layers] == [8, 8, 8, None]
+def test_a_pattern_window_its_layers_never_name_is_refused_where_the_span_group_has_one():
+    """rnope's layer kinds name no span, so the span group sizes them and ``pattern.window`` sizes
+    nothing; NoPE's uniform stack on the full span has no window to mistake it for, so the windows
+    sweep's ``pattern.window`` leaves that run as it is.
+    Mutation check: dropping the ``stray`` refusal in ``_check_one_home`` makes this fail."""
+    with pytest.raises(SpecError, match=r"pattern.window=8 sizes no layer of pattern 'rnope'.*set span.window"):
+        make_spec("pattern=rnope", "span=swa", "pattern.window=8")
+    plain, ignored = make_spec("position=nope"), make_spec("position=nope", "pattern.window=8")
+    assert plain.run_id == ignored.run_id
+    assert [layer.span_size for layer in make_spec("pattern=rnope", "span=swa", "span.window=8").model.layers] == [8] * 4
 
 
 @pytest.mark.parametrize("pattern,expected", [

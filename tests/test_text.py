@@ -186,7 +186,7 @@ def test_every_scheme_trains_and_scores_on_both_corpora(arch, corpus, tmp_path):
     """Through ``suite.run``: bits per byte at every eval length, past the training length above it,
     or ``unsupported`` for both where the scheme cannot represent the length (learned positions).
 
-    Mutation check: scoring without ``score_nll`` in suite/evaluation/evaluate.py makes this fail."""
+    Mutation check: dropping "bits_per_byte_past_train" from ``TextLM.metrics`` (tasks/text.py) makes this fail."""
     import json
 
     spec = make_spec(f"+arch={arch}", f"task={corpus}", "sweep_name=lmtest", *TINY)

@@ -27,16 +27,14 @@ from suite.model.span_kinds import KINDS  # not suite.model.span: --help answers
 def layer_kind(layer) -> str:
     """'rope/swa w=16', 'rope/chunked c=16', 'nope/full': scheme, span and the span's size;
     'gated_delta' for a layer whose mixer is not softmax attention (it takes neither)."""
-    if getattr(layer, "mixer", "attention") != "attention":
-        return layer.mixer
-    return f"{layer.position}/{layer.span} {layer.span_label}".strip()
+    return f"{layer.position}/{layer.span} {layer.span_label}".strip() if layer.softmax else layer.mixing
 
 
 def layer_table(spec) -> list[dict]:
     return [
         {"layer": i, "position": layer.position, "span": layer.span, "mixer": layer.mixer,
          **{kind: layer.span_size if layer.span_kind == kind else None for kind in KINDS},
-         "log_scale": bool(getattr(layer.position_cfg, "log_scale", False))}
+         "log_scale": bool(layer.position_cfg.log_scale)}
         for i, layer in enumerate(spec.model.layers)
     ]
 

@@ -75,19 +75,16 @@ def typed(config_cls: type, params: dict, prefix: str) -> dict:
     return values
 
 
-def _scheme_config(name: str, params: dict, prefix: str = "position"):
-    cls = lookup("position scheme", name, SCHEMES)
-    return build_config("position", name, cls.Config, typed(cls.Config, params, prefix))
+PIECES = {"position": ("position scheme", SCHEMES), "span": ("span", SPANS), "mixer": ("mixer", MIXERS)}
 
 
-def _span_config(name: str, params: dict, prefix: str = "span"):
-    cls = lookup("span", name, SPANS)
-    return build_config("span", name, cls.Config, typed(cls.Config, params, prefix))
-
-
-def _mixer_config(name: str, params: dict, prefix: str = "pattern"):
-    cls = lookup("mixer", name, MIXERS)
-    return build_config("mixer", name, cls.Config, typed(cls.Config, params, prefix))
+def piece_config(kind: str, name: str, params: dict, prefix: str | None = None):
+    """The frozen ``Config`` of the piece ``name`` of ``kind`` (position, span, mixer) from
+    ``params``, typed and checked (``typed``); a bad key or value names ``<prefix>.<key>``, the
+    config group it came from (default: the kind's own)."""
+    label, catalogue = PIECES[kind]
+    cls = lookup(label, name, catalogue)
+    return build_config(kind, name, cls.Config, typed(cls.Config, params, prefix or kind))
 
 
 def _frozen(value):
@@ -99,7 +96,7 @@ def model_spec_from_dict(d: dict) -> ModelSpec:
     """The ``ModelSpec`` stored as ``RunSpec.to_dict()["model"]``; unknown keys fail naming the valid ones."""
     check_keys(d, (f.name for f in dataclasses.fields(ModelSpec)), "model spec")
     def scheme(name: str, cfg: dict):
-        return _scheme_config(name, {k: _frozen(v) for k, v in cfg.items()})
+        return piece_config("position", name, {k: _frozen(v) for k, v in cfg.items()})
 
     layers = []
     for layer in d["layers"]:
@@ -107,9 +104,9 @@ def model_spec_from_dict(d: dict) -> ModelSpec:
         mixer = layer.get("mixer", "attention")  # a spec stored before mixers has attention only
         layers.append(LayerSpec(
             layer["position"], scheme(layer["position"], layer["position_cfg"]),
-            layer["span"], _span_config(layer["span"], {k: _frozen(v) for k, v in layer["span_cfg"].items()}),
+            layer["span"], piece_config("span", layer["span"], {k: _frozen(v) for k, v in layer["span_cfg"].items()}),
             earlier=tuple((name, scheme(name, cfg)) for name, cfg in layer.get("earlier", ())),
-            mixer=mixer, mixer_cfg=_mixer_config(mixer, {k: _frozen(v) for k, v in (layer.get("mixer_cfg") or {}).items()}, "mixer")))
+            mixer=mixer, mixer_cfg=piece_config("mixer", mixer, {k: _frozen(v) for k, v in (layer.get("mixer_cfg") or {}).items()})))
     return ModelSpec(**{**d, "layers": tuple(layers)})
 
 
@@ -117,7 +114,7 @@ def _phase_from_dict(d: dict) -> Phase:
     """A stored ``Phase`` (``RunSpec.to_dict()["train"]["schedule"][i]``)."""
     check_keys(d, (f.name for f in dataclasses.fields(Phase)), "schedule phase")
     position = d.get("position")
-    cfg = None if position is None else _scheme_config(position, {k: _frozen(v) for k, v in (d.get("position_cfg") or {}).items()})
+    cfg = None if position is None else piece_config("position", position, {k: _frozen(v) for k, v in (d.get("position_cfg") or {}).items()})
     return Phase(until=d["until"], position=position, position_cfg=cfg)
 
 
@@ -150,14 +147,48 @@ def _check_pattern_sizes(pattern: dict) -> None:
                     raise SpecError(f"pattern.{f.name}={pattern[f.name]}: {err}") from None
 
 
+def _span_options(name: str) -> list[str]:
+    """The options of span ``name``'s config (``window``, ``chunk``; none for ``full``)."""
+    return [f.name for f in dataclasses.fields(lookup("span", name, SPANS).Config)]
+
+
+def _layer_span(kind: dict, span_name: str, span: dict, pattern: dict) -> tuple[str, dict, str]:
+    """(span name, its options, the group they come from) of one layer: a span the layer kind
+    names is part of the pattern and is sized by it (its ``window``/``chunk``, else the span's
+    default); a layer kind that names none takes the span group, with the group's options."""
+    named = kind.get("span")
+    if not named:
+        return span_name, dict(span), "span"
+    return named, {k: pattern[k] for k in _span_options(named) if pattern.get(k) is not None}, "pattern"
+
+
+def _check_one_home(kinds: list, span_name: str, span: dict, pattern: dict) -> None:
+    """Refuse a size set in a group that sizes no layer: a span group with a size when every layer
+    kind names its own span (``pattern=command_a span=swa``), or a pattern size its layer kinds
+    never name while the span group it would be mistaken for takes that option (``pattern=rnope
+    span=swa pattern.window=8``)."""
+    named = [dict(k or {}).get("span") for k in kinds]
+    name = pattern.get("name")
+    if all(named) and _span_options(span_name):
+        raise SpecError(f"span={span_name} sizes no layer: every layer kind of pattern {name!r} names its span, and "
+                        f"the pattern sizes them ({', '.join(f'pattern.{k}' for k in _span_options(span_name))}); "
+                        "leave the span group at full")
+    own = {k for s in named if s for k in _span_options(s)}
+    stray = [k for k in _span_options(span_name) if pattern.get(k) is not None and k not in own]
+    _require(not stray or all(named), "; ".join(
+        f"pattern.{k}={pattern[k]} sizes no layer of pattern {name!r}: its layers take their span from the span "
+        f"group; set span.{k}" for k in stray))
+
+
 def resolve_layers(position: dict, span: dict, pattern: dict, n_layers: int) -> tuple[LayerSpec, ...]:
     """Tile the pattern's layer kinds over the depth.
 
     A layer kind may name a position scheme, a span, ``log_scale`` and a token mixer; what it
     leaves out comes from the ``position`` and ``span`` groups, and its mixer is softmax attention.
-    A named scheme or span takes the group's parameters when the names match, else its defaults,
-    with the pattern's ``window``/``chunk``; a mixer takes the pattern's options of its ``Config``
-    (``chunk_size``). A mixer refuses a scheme or span it cannot take (a gated linear layer takes
+    A named scheme takes the position group's parameters when the names match, else its defaults.
+    A span's size has one home per layer (``_layer_span``): a span the layer kind names is sized by
+    the pattern (``pattern.window``/``chunk``), any other by the span group. A mixer takes the
+    pattern's options of its ``Config`` (``chunk_size``). A mixer refuses a scheme or span it cannot take (a gated linear layer takes
     NoPE and the full span only), naming the layer and the valid choices.
     """
     _check_pattern_sizes(pattern)
@@ -165,6 +196,7 @@ def resolve_layers(position: dict, span: dict, pattern: dict, n_layers: int) -> 
     pos_name, span_name = position.pop("name"), span.pop("name")
     kinds = pattern.get("layers") or [{}]
     _require(isinstance(kinds, list), f"pattern.layers must be a list of layer kinds, got {kinds!r}")
+    _check_one_home(kinds, span_name, span, pattern)
     layers = []
     for i in range(n_layers):
         kind = dict(kinds[i % len(kinds)] or {})
@@ -174,23 +206,15 @@ def resolve_layers(position: dict, span: dict, pattern: dict, n_layers: int) -> 
         p_params = dict(position) if p_name == pos_name else {}
         if kind.get("log_scale") is not None:
             p_params["log_scale"] = bool(kind["log_scale"])
-        s_name = kind.get("span") or span_name
-        s_cls = lookup("span", s_name, SPANS)
-        from_pattern = {k: pattern[k] for k in (f.name for f in dataclasses.fields(s_cls.Config)) if pattern.get(k) is not None}
-        s_params, s_prefix = (dict(span), "span") if s_name == span_name else (from_pattern, "pattern")
-        clash = sorted(k for k in from_pattern if s_name == span_name and span.get(k) != from_pattern[k])
-        _require(not clash, "; ".join(
-            f"pattern.{k}={from_pattern[k]} and span.{k}={span.get(k)} both size the {s_name} layers of pattern "
-            f"{pattern.get('name')!r}: set one of them (a pattern's {k} sizes its {s_name} layers unless the span "
-            f"group is {s_name} too, and then the two must agree)" for k in clash))
+        s_name, s_params, s_prefix = _layer_span(kind, span_name, span, pattern)
         m_name = kind.get("mixer") or "attention"
         try:
             m_cls = lookup("mixer", m_name, MIXERS)
             m_params = {k: pattern[k] for k in (f.name for f in dataclasses.fields(m_cls.Config)) if pattern.get(k) is not None}
-            p_cfg = _scheme_config(p_name, p_params, "position" if p_name == pos_name else "pattern")
+            p_cfg = piece_config("position", p_name, p_params, "position" if p_name == pos_name else "pattern")
             m_cls.check_layer(p_name, p_cfg, s_name)
-            layers.append(LayerSpec(p_name, p_cfg, s_name, _span_config(s_name, s_params, s_prefix),
-                                    mixer=m_name, mixer_cfg=_mixer_config(m_name, m_params)))
+            layers.append(LayerSpec(p_name, p_cfg, s_name, piece_config("span", s_name, s_params, s_prefix),
+                                    mixer=m_name, mixer_cfg=piece_config("mixer", m_name, m_params, "pattern")))
         except SpecError:
             raise
         except (ValueError, TypeError) as err:

@@ -56,6 +56,12 @@ class LayerSpec:
         return MIXERS[self.mixer].softmax
 
     @property
+    def mixing(self) -> str:
+        """What mixes this layer's tokens: its span ('full', 'swa') under softmax attention, else
+        its mixer ('gated_delta', 'gla'), which takes no span."""
+        return self.span if self.softmax else self.mixer
+
+    @property
     def span_kind(self) -> Optional[str]:
         """What bounds this layer's span ("window", "chunk"), as its class declares (suite/model/span/base.py)."""
         return SPANS[self.span].kind

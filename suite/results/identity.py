@@ -30,13 +30,6 @@ def _joined(values) -> str:
     return "+".join(dict.fromkeys(str(v) for v in values))
 
 
-def layer_mixing(layer) -> str:
-    """What mixes a layer's tokens, as the ``spans`` column names it: its span ('full', 'swa')
-    under softmax attention, else its mixer ('gated_delta', 'gla')."""
-    mixer = getattr(layer, "mixer", "attention")
-    return layer.span if mixer == "attention" else mixer
-
-
 def span_columns(layers) -> dict:
     """One column per span kind (suite/model/span/base.py ``KINDS``: ``window``, ``chunk``): the smallest
     size of that kind over the layers, None when no layer has a span of that kind."""
@@ -61,7 +54,7 @@ def run_columns(spec: RunSpec) -> dict:
         "code_digest": spec.code, "git_sha": git_sha(),
         "seed": spec.seed, "model": m.name, "n_layers": m.n_layers, "d_model": m.d_model, "n_heads": m.n_heads,
         "pattern": m.pattern, "positions": positions_label(spec),
-        "spans": _joined(layer_mixing(layer) for layer in m.layers), **span_columns(m.layers),
+        "spans": _joined(layer.mixing for layer in m.layers), **span_columns(m.layers),
         "train_len": spec.train.seq_len, "steps": spec.train.steps,
     }
 
@@ -70,13 +63,7 @@ def span_label(spec: RunSpec) -> str:
     """The layers' spans as a run id names them, distinct ones joined by '+': 'full', 'swa16'
     (a sliding window of 16 keys), 'chunked16', 'swa16+full' (command_a's pattern); a layer that
     is no softmax attention is named by its mixer, 'gated_delta+full', as the ``spans`` column is."""
-    def one(layer) -> str:
-        if getattr(layer, "mixer", "attention") != "attention":
-            return layer.mixer
-        size = layer.span_size
-        return layer.span if size is None else f"{layer.span}{size}"
-
-    return _joined(one(layer) for layer in spec.model.layers)
+    return _joined(f"{layer.mixing}{layer.span_size or ''}" for layer in spec.model.layers)
 
 
 def run_id(spec: RunSpec) -> str:

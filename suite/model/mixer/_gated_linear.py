@@ -224,7 +224,7 @@ class GatedLinearMixer(Mixer):
         problems = []
         if position != "nope":
             problems.append(f"position {position!r} (valid: nope; its order comes from its recurrence)")
-        elif getattr(position_cfg, "log_scale", False):
+        elif position_cfg.log_scale:
             problems.append("position nope with log_scale (valid: log_scale false; it has no softmax to scale)")
         if span != "full":
             problems.append(f"span {span!r} (valid: full; it has no score matrix to mask)")
