@@ -278,8 +278,7 @@ def cells_main(prog: str, source: Path, found: dict[str, dict], named: list[str]
     return 1 if reproduction.separated(table) or not (table.n_rerun > 0).any() else 0
 
 
-@command
-def main(argv: list[str] | None = None, prog: str = "python -m suite.reproduce") -> int:
+def build_parser(prog: str):
     p = parser(prog, __doc__, whole_doc=True)
     p.add_argument("sweep", nargs="?", help="a published sweep: reads published/<sweep>.jsonl.gz")
     p.add_argument("--boards", nargs=2, type=Path, metavar=("PUBLISHED", "OTHER"),
@@ -296,40 +295,34 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.reproduce")
                         "row label and the task, e.g. rope/copy or 'alibi swa w=16/copy'")
     p.add_argument("--published", default=store.PUBLISHED, help="the folder of shipped result files")
     p.add_argument("--results", default="results/reproduce", help="where the reruns are stored")
-    args = p.parse_args(argv)
-    cell_mode = args.cells is not None or bool(args.cell)
+    return p
+
+
+def _refuse_mixed(p, args, cell_mode: bool) -> None:
+    """Exit 2 naming the clash when the arguments mix modes or counts are below 1."""
     if args.out is not None and not (args.boards or cell_mode):
         p.exit(2, f"{p.prog}: error: --out is for --boards and the cell mode (--cells, --cell); a rerun of "
                   f"single runs is stored under --results\n")
-    if args.boards:
-        if cell_mode or args.run or args.k is not None:
-            p.exit(2, f"{p.prog}: error: --boards compares two boards; it takes no -k, --run, --cells or --cell\n")
-        out = None if args.out is None else check_output(p.prog, "--out", args.out, kind="file")
-        missing = [str(b) for b in args.boards if not b.exists()]
-        if missing:
-            p.exit(2, f"{p.prog}: error: --boards: no file {missing[0]}\n")
-        return boards_main(*args.boards, out=out)
-    if args.sweep is None:
-        p.exit(2, f"{p.prog}: error: name a published sweep, or give --boards PUBLISHED OTHER\n")
-    if (problem := files.sweep_name_problem(args.sweep)) is not None:
-        p.exit(2, f"{p.prog}: error: sweep {problem}\n")
+    if args.boards and (cell_mode or args.run or args.k is not None):
+        p.exit(2, f"{p.prog}: error: --boards compares two boards; it takes no -k, --run, --cells or --cell\n")
     if cell_mode and (args.run or args.k is not None):
         p.exit(2, f"{p.prog}: error: --cells / --cell rerun whole cells; -k and --run rerun single runs: give one kind\n")
-    if args.k is not None and args.k < 1:
-        p.exit(2, f"{p.prog}: error: -k {args.k}: must be at least 1\n")
-    if args.cells is not None and args.cells < 1:
-        p.exit(2, f"{p.prog}: error: --cells {args.cells}: must be at least 1\n")
-    check_output(p.prog, "--results", args.results)
-    source = store.shipped_path(args.sweep, args.published)
-    if not store.is_shipped(source):
-        print(f"no shipped file {source}: nothing to reproduce", file=sys.stderr)
-        return 1
-    with warnings_on_stderr():
-        found = {payload["run"]["run_id"]: payload for _, payload in store.payloads(source)}
-    if cell_mode:
-        out = None if args.out is None else check_output(p.prog, "--out", args.out, kind="file")
-        return cells_main(p.prog, source, found, args.cell, args.cells, args.seed, Path(args.results), args.sweep,
-                          out, list(sys.argv[1:] if argv is None else argv))
+    for flag, value in (("-k", args.k), ("--cells", args.cells)):
+        if value is not None and value < 1:
+            p.exit(2, f"{p.prog}: error: {flag} {value}: must be at least 1\n")
+
+
+def _boards(p, args) -> int:
+    out = None if args.out is None else check_output(p.prog, "--out", args.out, kind="file")
+    missing = [str(b) for b in args.boards if not b.exists()]
+    if missing:
+        p.exit(2, f"{p.prog}: error: --boards: no file {missing[0]}\n")
+    return boards_main(*args.boards, out=out)
+
+
+def _runs(p, args, source: Path, found: dict) -> int:
+    """Rerun single runs (``--run``, or ``-k`` drawn by ``--seed``), each judged by the prediction
+    interval of one new draw from its cell's seeds; exit 1 when one falls outside."""
     unknown = [r for r in args.run if r not in found]
     if unknown:
         p.exit(2, f"{p.prog}: error: --run {unknown[0]!r} is not a run of {source} ({len(found)} runs; "
@@ -348,6 +341,32 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.reproduce")
     counts = table.verdict.value_counts()
     print("; ".join(f"{v}: {counts.get(v, 0)}" for v in RERUN_VERDICTS))
     return 1 if counts.get("outside prediction interval", 0) else 0
+
+
+@command
+def main(argv: list[str] | None = None, prog: str = "python -m suite.reproduce") -> int:
+    p = build_parser(prog)
+    args = p.parse_args(argv)
+    cell_mode = args.cells is not None or bool(args.cell)
+    _refuse_mixed(p, args, cell_mode)
+    if args.boards:
+        return _boards(p, args)
+    if args.sweep is None:
+        p.exit(2, f"{p.prog}: error: name a published sweep, or give --boards PUBLISHED OTHER\n")
+    if (problem := files.sweep_name_problem(args.sweep)) is not None:
+        p.exit(2, f"{p.prog}: error: sweep {problem}\n")
+    check_output(p.prog, "--results", args.results)
+    source = store.shipped_path(args.sweep, args.published)
+    if not store.is_shipped(source):
+        print(f"no shipped file {source}: nothing to reproduce", file=sys.stderr)
+        return 1
+    with warnings_on_stderr():
+        found = {payload["run"]["run_id"]: payload for _, payload in store.payloads(source)}
+    if cell_mode:
+        out = None if args.out is None else check_output(p.prog, "--out", args.out, kind="file")
+        return cells_main(p.prog, source, found, args.cell, args.cells, args.seed, Path(args.results), args.sweep,
+                          out, list(sys.argv[1:] if argv is None else argv))
+    return _runs(p, args, source, found)
 
 
 if __name__ == "__main__":

@@ -288,6 +288,31 @@ def plot(found: list[Curve], title: str) -> bytes:
     return buf.getvalue()
 
 
+def _draw(c: Curve, look, tasks: list[str], loss_ax, score_ax) -> None:
+    """One cell's lines: its loss (with a min-max band over seeds), each task's check scores (with
+    their band), and for a task without checks the score at the last step (a point with a bar)."""
+    loss_ax.plot(c.steps, c.loss, color=look.color, label=c.label, linewidth=1.4)
+    if len(c.run_ids) > 1:
+        loss_ax.fill_between(c.steps, c.low, c.high, color=look.color, alpha=0.18, linewidth=0)
+    for task, checks in c.checks.items():
+        score_ax.plot(checks.steps, checks.score, color=look.color, marker=look.marker, markersize=3, linewidth=1.2)
+        if max(checks.runs_at) > 1:
+            score_ax.fill_between(checks.steps, checks.low, checks.high, color=look.color, alpha=0.18, linewidth=0)
+        if len(tasks) > 1:  # a task set: each curve names its task at its end
+            score_ax.annotate(task, (checks.steps[-1], checks.score[-1]), xytext=(3, 0), textcoords="offset points",
+                              fontsize=6, color=look.color, va="center")
+    for i, task in enumerate(tasks):
+        if task not in c.scores or task in c.checks:
+            continue
+        _, mean, low, high = c.scores[task]
+        x = c.final_step * (1 + 0.05 * (i - (len(tasks) - 1) / 2))  # a task set's tasks side by side
+        score_ax.errorbar([x], [mean], yerr=[[mean - low], [high - mean]], color=look.color, marker=look.marker,
+                          capsize=3, linestyle="none")
+        if len(tasks) > 1:  # a task set: each point names its task
+            score_ax.annotate(task, (x, high), xytext=(0, 5), textcoords="offset points", fontsize=6,
+                              color=look.color, ha="center", va="bottom", rotation=90)
+
+
 def figure(found: list[Curve], title: str):
     """Two panels: the loss against the step (mean line, min-max band over seeds), and each task's
     in-distribution score: for runs trained to criterion, the check score at L against the step
@@ -306,27 +331,7 @@ def figure(found: list[Curve], title: str):
                                             gridspec_kw={"width_ratios": [3, 2]})
     tasks = sorted({t for c in found for t in c.scores})
     for c in found:
-        look = looks[c.label]
-        loss_ax.plot(c.steps, c.loss, color=look.color, label=c.label, linewidth=1.4)
-        if len(c.run_ids) > 1:
-            loss_ax.fill_between(c.steps, c.low, c.high, color=look.color, alpha=0.18, linewidth=0)
-        for task, checks in c.checks.items():
-            score_ax.plot(checks.steps, checks.score, color=look.color, marker=look.marker, markersize=3, linewidth=1.2)
-            if max(checks.runs_at) > 1:
-                score_ax.fill_between(checks.steps, checks.low, checks.high, color=look.color, alpha=0.18, linewidth=0)
-            if len(tasks) > 1:  # a task set: each curve names its task at its end
-                score_ax.annotate(task, (checks.steps[-1], checks.score[-1]), xytext=(3, 0), textcoords="offset points",
-                                  fontsize=6, color=look.color, va="center")
-        for i, task in enumerate(tasks):
-            if task not in c.scores or task in c.checks:
-                continue
-            _, mean, low, high = c.scores[task]
-            x = c.final_step * (1 + 0.05 * (i - (len(tasks) - 1) / 2))  # a task set's tasks side by side
-            score_ax.errorbar([x], [mean], yerr=[[mean - low], [high - mean]], color=look.color, marker=look.marker,
-                              capsize=3, linestyle="none")
-            if len(tasks) > 1:  # a task set: each point names its task
-                score_ax.annotate(task, (x, high), xytext=(0, 5), textcoords="offset points", fontsize=6,
-                                  color=look.color, ha="center", va="bottom", rotation=90)
+        _draw(c, looks[c.label], tasks, loss_ax, score_ax)
     loss_ax.set_xlabel("training step")
     loss_ax.set_ylabel("training loss (mean; band: min to max over seeds)")
     loss_ax.set_title(title, fontsize=9)

@@ -212,34 +212,23 @@ def train(
     extended = check is not None and run.start >= t.steps
     meter = _Meter(spec, run.start, run.spent, run.history, progress, log, label, total,
                    total if extended else t.steps)
-    if extended and on_extend is not None:
-        on_extend(total)
+    if extended:
+        _extend(meter, total, on_extend)
     for step in meter.steps:
-        if t.schedule:
-            model.set_phase(t.phase_at(step))
-        tokens, mask, scored, seconds = _batch(spec, tasks, step, run)
-        meter.batch_s += seconds
-        _set_lr(run.optimizer, spec, step)
         done = step + 1
         checked = check is not None and t.is_check_step(done)
         logged = step % log_every == 0 or step == t.steps - 1
-        out = train_step(run.step_fn, run.optimizer, run.params, tokens, mask, grad_clip=t.grad_clip,
-                         denominator=scored / run.n_procs, autocast=run.autocast, reduce=distributed.mean,
-                         check=logged or checked or run.device.type == "cpu")  # no host sync on a GPU between log steps
+        out, n_tokens = _step(model, spec, tasks, step, run, meter, sync=logged or checked)
         if out.stopped:
             _last_phase(model, spec)
             return meter.result("diverged", step, out.loss_value, checks)
-        meter.tokens_seen += tokens.numel() * run.n_procs
+        meter.tokens_seen += n_tokens
         meter.bar.update()
         stop = done == total
         if checked:
-            scores = distributed.agree(check(model))  # rank 0's scores: every process stops at the same step
-            checks.append({"step": done, "scores": scores})
-            stop = stop or (done >= t.steps and check.passed(scores))
+            stop = _passed(check, model, done, checks, t.steps) or stop
             if done == t.steps and not stop:
-                meter.extend(total)
-                if on_extend is not None:
-                    on_extend(total)
+                _extend(meter, total, on_extend)
         if logged or stop:
             meter.record(step, out, run.optimizer.param_groups[0]["lr"])
         if on_step is not None:
@@ -250,6 +239,37 @@ def train(
             save_checkpoint(ckpt_path, model, run.optimizer, done, spec.run_id, meter.spent(), meter.history, checks)
     _last_phase(model, spec)
     return meter.result("ok", done if meter.steps else run.start, meter.loss_value, checks)
+
+
+def _step(model, spec: RunSpec, tasks, step: int, run: _Setup, meter: _Meter, sync: bool):
+    """Step ``step``: the schedule's phase, the batch, the learning rate and one optimizer step;
+    (its ``StepOutput``, the tokens it trained on across processes). ``sync``: read the loss back
+    (a log or check step; every step on the CPU, where it costs nothing)."""
+    t = spec.train
+    if t.schedule:
+        model.set_phase(t.phase_at(step))
+    tokens, mask, scored, seconds = _batch(spec, tasks, step, run)
+    meter.batch_s += seconds
+    _set_lr(run.optimizer, spec, step)
+    out = train_step(run.step_fn, run.optimizer, run.params, tokens, mask, grad_clip=t.grad_clip,
+                     denominator=scored / run.n_procs, autocast=run.autocast, reduce=distributed.mean,
+                     check=sync or run.device.type == "cpu")  # no host sync on a GPU between log steps
+    return out, tokens.numel() * run.n_procs
+
+
+def _passed(check, model, done: int, checks: list, steps: int) -> bool:
+    """Make the check after ``done`` steps and record it; whether it ends training (a pass at or
+    after ``steps``). Rank 0's scores decide, so every process stops at the same step."""
+    scores = distributed.agree(check(model))
+    checks.append({"step": done, "scores": scores})
+    return done >= steps and check.passed(scores)
+
+
+def _extend(meter: _Meter, total: int, on_extend: Optional[Callable[[int], None]]) -> None:
+    """Training goes on past ``steps``: the bar and ``on_extend`` learn the most steps it may take."""
+    meter.extend(total)
+    if on_extend is not None:
+        on_extend(total)
 
 
 def _last_phase(model, spec: RunSpec) -> None:
