@@ -57,6 +57,7 @@ def varied(df: pd.DataFrame) -> list[str]:
 
 
 def ratio_header(ratio: float) -> str:
+    """'2x train length': a breakdown's column, one multiple of the training length."""
     return f"{ratio:g}x train length"
 
 
