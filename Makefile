@@ -50,7 +50,7 @@ report: install ## build reports/<sweep>/ from <RESULTS>/<sweep>/ (RESULTS=resul
 report-check: install ## check that README's marked tables quote only numbers their reports hold, then open every reports/*/index.html in headless Chromium and check what a reader sees (apt-get install chromium)
 	$(BIN)/python -m suite.report.readme_check
 	$(BIN)/pip install -q -e ".[check]"
-	$(BIN)/python -m suite.report.check $(patsubst %/index.html,%,$(wildcard reports/*/index.html))
+	$(BIN)/python -m suite.report.page_check $(patsubst %/index.html,%,$(wildcard reports/*/index.html))
 
 checkpoint: install ## pack results/<sweep>/ into checkpoints/<sweep>.jsonl.gz: the runs of a sweep still under way, committed so that `make sweep RESUME=checkpoint` goes on from them on another machine; no report reads them, and it refuses to replace a checkpoint with fewer runs
 	$(BIN)/python -m suite.results.shipped pack $(SWEEP) --published $(CHECKPOINTS)

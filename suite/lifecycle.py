@@ -22,17 +22,17 @@ import torch
 from suite import files
 from suite.training import distributed
 
-from suite.results import numerics, store
+from suite.results import signature, store
 from suite.training.checkpoint import load_trained, save_trained
 from suite.evaluation.check import make_check
 from suite.evaluation.diagnostics import diagnostic_examples, diagnostic_rows
 from suite.evaluation.evaluate import evaluate
 from suite.evaluation.slices import ALL
 from suite.results.identity import run_columns
-from suite.results.metrics import LEARNED_AT, metric
+from suite.data.metrics import LEARNED_AT, metric
 from suite.model.lm import PosBenchLM
 from suite.progress import StepLog, calls_per_line, finished_line, run_label
-from suite.config.spec import RunSpec
+from suite.config.run_spec import RunSpec
 from suite.tracking import Tracker, wandb_config, wandb_dir, wandb_id
 from suite.training.loop import TrainResult, train
 
@@ -202,7 +202,7 @@ class RunLifecycle:
         meta = {**self.columns, "timing": {k: round(v, 3) for k, v in timing.items()}, "wall_s": round(wall, 2),
                 "timestamp": stamp, "train_status": result.status, "resumed_from": result.resumed_from,
                 "final_loss": result.final_loss, "history": result.history, "processes": distributed.world_size() if distributed.active() else 1,
-                "numeric": numerics.signature(), "spec": self.spec.to_dict()}
+                "numeric": signature.signature(), "spec": self.spec.to_dict()}
         criterion = self.criterion(result)
         if criterion is not None:
             meta["criterion"] = criterion

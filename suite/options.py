@@ -1,5 +1,5 @@
 """Option declarations: each option's default and valid range, written once, on the frozen spec
-field that holds it (``suite/model/spec.py``, ``suite/config/spec.py``, a scheme's, span's or
+field that holds it (``suite/model/spec.py``, ``suite/config/run_spec.py``, a scheme's, span's or
 task's own ``Config``/class).
 
 ``option`` makes such a field; the Hydra schema (``suite/config/schema.py``) is derived from the

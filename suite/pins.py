@@ -1,6 +1,6 @@
 """Numeric pins: the environment settings that make a CPU run take the same floating-point code
 paths on every x86-64 machine with AVX2, so a published number can be recomputed bit for bit
-elsewhere (``suite.results.numerics`` records what a run computed under).
+elsewhere (``suite.results.signature`` records what a run computed under).
 
 Without them, ATen dispatches its vectorized kernels to the widest SIMD the CPU has
 (``ATEN_CPU_CAPABILITY``: AVX512 here, AVX2 on older or other machines), and MKL and oneDNN choose

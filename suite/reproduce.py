@@ -26,8 +26,8 @@ The runs come from the sweep's shipped rows (``published/<sweep>.jsonl.gz``,
 ``suite.results.store``); each is rebuilt from its stored spec (``run.spec``), trained with the
 thread count it was published with, and stored under ``<results>/<sweep>/`` (default
 ``results/reproduce``), so a second call reuses the reruns it already has. The published cell
-is the leaderboard's (``suite.report.tables.primary``: runs identical except for the seed).
-Floats are expected to be identical only under one numeric signature (``suite.results.numerics``);
+is the leaderboard's (``suite.report.boards.primary``: runs identical except for the seed).
+Floats are expected to be identical only under one numeric signature (``suite.results.signature``);
 the command prints both. Exit 2 on bad input.
 
 ``python -m suite.reproduce --boards PUBLISHED.csv OTHER.csv`` compares two boards of one sweep
@@ -75,12 +75,12 @@ def compare(published: pd.DataFrame, reruns: pd.DataFrame) -> pd.DataFrame:
     score, the prediction interval of one new draw from the published cell's seeds (``pi_low``,
     ``pi_high``, clipped to the metric's range; ``n_seeds``) and the verdict
     (``reproduction.rerun_verdict``)."""
-    from suite.report import reproduction, tables
+    from suite.report import boards, reproduction
 
-    pub = tables.primary(published)
+    pub = boards.primary(published)
     seeds = pub.groupby(["scheme", "task", "eval_len"]).value.agg(lambda v: [float(x) for x in v if x == x])
     pub = pub.set_index(["run_id", "task", "eval_len"])
-    new = tables.primary(reruns)
+    new = boards.primary(reruns)
     rows = []
     for _, r in new.iterrows():
         key = (r.run_id, r.task, r.eval_len)
@@ -213,7 +213,7 @@ def rerun_all(found: dict[str, dict], chosen: list[str], results: Path, sweep: s
     saying which of how many and how each ends; the result file of each (None: another process
     is training it)."""
     from suite.progress import SweepProgress, run_label
-    from suite.results.numerics import label
+    from suite.results.signature import label
 
     show_run_log()
     paths, runs = [], SweepProgress(0, len(chosen), 1)
@@ -252,11 +252,11 @@ def cells_main(prog: str, source: Path, found: dict[str, dict], named: list[str]
     """``--cells K`` / ``--cell SCHEME/TASK``: rerun every seed of the chosen cells, then print
     ``reproduction.cell_table`` and its summary line; 1 when a comparison is separated. ``out``
     also gets them as a Markdown page, with the command (``argv``) and both numeric signatures."""
-    from suite.report import reproduction, tables
-    from suite.results.numerics import label, signature
+    from suite.report import boards, reproduction
+    from suite.results.signature import label, signature
 
     published = store.load(source)
-    cells = reproduction.cell_runs(tables.primary(published))
+    cells = reproduction.cell_runs(boards.primary(published))
     picked = choose_cells(prog, cells, named, k, seed, source)
     chosen = sorted({rid for cell in picked for rid in cells[cell] if rid in found})
     print(f"reproducing {len(picked)} of {len(cells)} cells of {source} ({len(chosen)} runs, every seed) on: "
@@ -328,7 +328,7 @@ def _runs(p, args, source: Path, found: dict) -> int:
         p.exit(2, f"{p.prog}: error: --run {unknown[0]!r} is not a run of {source} ({len(found)} runs; "
                   f"e.g. {', '.join(sorted(found)[:3])})\n")
     chosen = args.run or choose(list(found), 3 if args.k is None else args.k, args.seed)
-    from suite.results.numerics import label, signature
+    from suite.results.signature import label, signature
 
     print(f"reproducing {len(chosen)} of {len(found)} runs of {source} on: {label(signature())}")
     paths = rerun_all(found, chosen, Path(args.results), args.sweep)

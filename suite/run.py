@@ -25,7 +25,7 @@ from suite.training import distributed
 from suite.config import build as spec_mod
 from suite.config.preflight import preflight
 from suite.config.resources import ResourceError, check_device, check_memory, check_results_dir
-from suite.config.spec import RunSpec
+from suite.config.run_spec import RunSpec
 from suite.config.compose import CONF_DIR
 from suite.results import store
 from suite.results.identity import run_columns, run_id

@@ -1,15 +1,15 @@
 """Result folders of runs trained to criterion, fabricated row by row: each run stores its eval rows
 and, for a run with checks, its ``check_score`` row and (when it passed) its ``steps_to_learn`` row,
 as the training side writes them. The two metrics are declared here for the test when this
-checkout's ``suite.results.metrics`` does not declare them yet (``criterion_metrics``)."""
+checkout's ``suite.data.metrics`` does not declare them yet (``criterion_metrics``)."""
 import math
 
 import pytest
 
 from suite.config.codedigest import spec_digest
 from suite.results import store
-from suite.results.learned import CHECK_METRIC, STEPS_METRIC
-from suite.results.metrics import METRICS, Metric
+from suite.results.has_learned import CHECK_METRIC, STEPS_METRIC
+from suite.data.metrics import METRICS, Metric
 from tests.conftest import spec_for
 from tests.test_report import _row
 

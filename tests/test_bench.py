@@ -54,7 +54,7 @@ def test_targets_compare_the_measured_ratios():
 def test_the_hf_contender_goes_through_the_sweeps_own_training_step():
     import torch
 
-    from suite.bench.step import LogitsOnly, hf_llama, sweep_step_rows
+    from suite.bench.step_vs_llama import LogitsOnly, hf_llama, sweep_step_rows
     from tests.conftest import make_spec
 
     spec = make_spec("model=tiny", "position=rope")
@@ -82,7 +82,7 @@ def test_sweep_step_targets_use_the_ratio_of_the_two_models():
 def test_bench_modules_import_in_one_direction():
     import ast
 
-    for name in ("gpu", "step", "timing"):
+    for name in ("gpu", "step_vs_llama", "timing"):
         tree = ast.parse((ROOT / "suite" / "bench" / f"{name}.py").read_text())
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         assert "suite.bench.perf" not in imported, name
@@ -119,7 +119,7 @@ def test_a_runs_training_tokens_are_replayed_from_its_seeds():
     import numpy as np
 
     from suite.data.batch import make_batch
-    from suite.bench.step import training_tokens
+    from suite.bench.step_vs_llama import training_tokens
     from tests.conftest import make_spec
 
     spec = make_spec("task=copy", "train.steps=30", "seed=3")
@@ -134,7 +134,7 @@ def test_the_sweep_level_ratio_counts_every_stored_run_of_the_latest_multirun(tm
 
     from suite.results import store
     from suite.bench.perf import _sweep_level_text
-    from suite.bench.step import sweep_level_rows, training_tokens
+    from suite.bench.step_vs_llama import sweep_level_rows, training_tokens
     from suite.config.validate import sweep_log_path
     from tests.conftest import make_spec
 
@@ -169,7 +169,7 @@ def test_the_gpu_sweep_plan_is_six_n_d_over_the_given_rate():
 
 def test_every_cpu_adamw_is_timed_through_the_sweep_step():
     from suite.bench.perf import _optimizer_table
-    from suite.bench.step import OPTIMIZERS, optimizer_rows
+    from suite.bench.step_vs_llama import OPTIMIZERS, optimizer_rows
 
     rows = optimizer_rows(steps=2, rounds=1)
     assert [r["path"] for r in rows] == list(OPTIMIZERS) and all(r["tokens_per_s"] > 0 for r in rows)

@@ -50,7 +50,7 @@ def test_nothing_to_show_exits_non_zero(tmp_path, capsys):
 
 
 def test_the_python_m_forms_print_help_not_an_error():
-    for module in ("suite.results.store", "suite.results.shipped", "suite.commands.describe", "suite.commands.diagnose",
+    for module in ("suite.results.shipped", "suite.commands.describe", "suite.commands.diagnose",
                    "suite.commands.show", "suite.report.summary", "suite.report.compare"):
         out = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert out.returncode == 0 and out.stdout.startswith(f"usage: python -m {module} "), (module, out.stderr[-500:])

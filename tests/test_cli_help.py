@@ -6,7 +6,7 @@ plain text, and answers without loading what only the work needs (torch, scipy, 
 Mutation checks: ``commandline.plain`` returning its text unchanged makes
 test_every_help_names_posbench_and_describes_every_option fail (summary's ``config_hash``), as does
 show's ``--seed`` without its help; ``import torch`` back at the top of suite/commands/diagnose.py,
-or ``from suite.report import render, tables`` back at the top of suite/report/__main__.py, makes
+or ``from suite.report import boards, render`` back at the top of suite/report/__main__.py, makes
 test_help_loads_no_heavy_module fail; ``stored_help`` ignoring the args (serving the bare help for
 ``position=alibi --help``) makes test_run_help_and_completion_from_the_snapshot_equal_the_full_paths
 fail; ``current`` skipping its digest check makes test_a_stale_snapshot_is_not_used fail.

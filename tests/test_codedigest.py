@@ -56,7 +56,7 @@ def test_a_run_spec_carries_the_digest_of_what_it_uses():
     spec = make_spec("position=rope", "span=swa", "task=vt")
     files = {f.relative_to(ROOT).as_posix() for f in numeric_files(position=["rope"], span=["swa"], task=["vt"])}
     assert {"suite/model/lm.py", "suite/training/loop.py", "suite/model/position/rope.py", "suite/model/span/swa.py", "tasks/vt.py"} <= files
-    assert not files & {"suite/model/position/alibi.py", "suite/model/span/chunked.py", "tasks/copy.py", "suite/report/tables.py"}
+    assert not files & {"suite/model/position/alibi.py", "suite/model/span/chunked.py", "tasks/copy.py", "suite/report/boards.py"}
     assert spec.code == code_digest(position=("rope",), span=("swa",), task=("vt",), mixer=("attention",)) == _digest(ROOT, spec)
 
 
@@ -69,7 +69,7 @@ def test_a_changed_core_file_changes_every_run_id(tree, monkeypatch):
     monkeypatch.setattr(suite.config.build, "code_digest", lambda **used: changed)
     after = make_spec("position=alibi")
     assert after.code == changed and after.run_id != before.run_id and after.config_hash != before.config_hash
-    _edit(tree / "suite" / "report" / "tables.py", "# reports do not compute numbers\n")
+    _edit(tree / "suite" / "report" / "boards.py", "# reports do not compute numbers\n")
     assert _digest(tree, before) == changed
 
 
@@ -162,8 +162,8 @@ def test_the_closure_is_what_a_run_imports_less_the_exclusions():
     files = numeric_files(**RUN)
     assert not any(is_excluded(f) for f in files)
     assert {"suite/model/lm.py", "suite/model/attention.py", "suite/evaluation/evaluate.py", "suite/training/loop.py",
-            "suite/config/spec.py", "suite/model/position/rope.py", "tasks/copy.py"} <= _rel(files)
-    assert not _rel(files) & {"suite/run.py", "suite/report/tables.py", "suite/tracking.py", "suite/model/position/alibi.py"}
+            "suite/config/run_spec.py", "suite/model/position/rope.py", "tasks/copy.py"} <= _rel(files)
+    assert not _rel(files) & {"suite/run.py", "suite/report/boards.py", "suite/tracking.py", "suite/model/position/alibi.py"}
 
 
 def test_what_a_run_calls_to_compute_its_numbers_is_hashed():
@@ -215,7 +215,7 @@ def test_every_module_a_run_loads_is_hashed_or_excluded_by_name(tmp_path):
     assert stray == []
 
 
-OUTSIDE = ("suite/run.py", "suite/report/tables.py", "suite/lmeval/kv_cache.py", "suite/bench/perf.py", "suite/tracking.py",
+OUTSIDE = ("suite/run.py", "suite/report/boards.py", "suite/lmeval/kv_cache.py", "suite/bench/perf.py", "suite/tracking.py",
            "suite/training/checkpoint.py", "suite/evaluation/evalcache.py", "suite/model/position/alibi.py", "tasks/vt.py")
 
 

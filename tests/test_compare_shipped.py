@@ -12,7 +12,7 @@ import pytest
 
 from suite import files
 from suite.config.build import run_spec_from_dict
-from suite.report import tables
+from suite.report import boards
 from suite.report.compare import compare_table, main, match_key
 from suite.results import store
 from tests.conftest import fast_or_exhaustive
@@ -49,7 +49,7 @@ def test_fresh_runs_match_every_cell_of_a_shipped_board_both_ways(tmp_path, name
     fail for every board."""
     shipped = store.load(PUBLISHED / name)
     fresh = store.load(fresh_copy(PUBLISHED / name, tmp_path / "results"))
-    cells = len(tables.leaderboard(shipped))
+    cells = len(boards.leaderboard(shipped))
     for order in (("fresh", "shipped"), ("shipped", "fresh")):
         frames = {"fresh": fresh, "shipped": shipped}
         table = compare_table({s: frames[s] for s in order})

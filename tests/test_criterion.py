@@ -14,7 +14,7 @@ from suite.evaluation.check import CHECK_STREAM, check_set, make_check
 from suite.evaluation.evalsets import generate
 from suite.model.lm import PosBenchLM
 from suite.results import store
-from suite.results.learned import LEARNED_AT
+from suite.data.metrics import LEARNED_AT
 from suite.run import execute
 from suite.training.loop import train
 from tasks.base import Example, Task
@@ -79,7 +79,7 @@ def test_the_cap_holds():
     the cap (train.cap=2.5 with steps 20: 50 steps, checks 10 to 50).
 
     Mutation check: ``TrainSpec.cap_steps`` returning ``int(round(self.cap * self.steps)) +
-    self.check_every`` in suite/config/spec.py makes this fail."""
+    self.check_every`` in suite/config/run_spec.py makes this fail."""
     spec = make_spec(*QUICK, "train.cap=2.5")
     check = Scripted(lambda k: 0.0)
     result = _train(spec, check)
@@ -293,7 +293,7 @@ def test_the_options_default_to_the_protocol_and_refuse_values_outside_their_rul
     """Checks on, every 125 steps, a cap of 4 x steps (7,000 for the CPU recipe's 1,750), 100 check
     examples; a cap below 1, a check every 0 steps or an empty check set is refused by name.
 
-    Mutation check: ``cap: float = option(4.0, ge=1`` -> ``ge=0`` in suite/config/spec.py makes this fail."""
+    Mutation check: ``cap: float = option(4.0, ge=1`` -> ``ge=0`` in suite/config/run_spec.py makes this fail."""
     from suite.config.build import SpecError
 
     t = make_spec().train

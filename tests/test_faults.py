@@ -244,10 +244,6 @@ def _report(tmp_path, folder, fifo):
     assert report.main(["s", "--results", str(folder.parent), "--out", str(tmp_path / "reports")]) == 0
 
 
-def _store_main(tmp_path, folder, fifo):
-    assert store.main([str(folder)]) == 1  # the two runs store token accuracy, not exact match
-
-
 def _pack(tmp_path, folder, fifo):
     assert shipped.pack(folder, tmp_path / "s.jsonl.gz") == 2
 
@@ -281,7 +277,7 @@ def _trained_marker(tmp_path, folder, fifo):
     return work
 
 
-READERS = {f.__name__[1:]: f for f in (_load, _summary, _compare, _report, _store_main, _pack, _unpack_onto_a_fifo,
+READERS = {f.__name__[1:]: f for f in (_load, _summary, _compare, _report, _pack, _unpack_onto_a_fifo,
                                        _copy_from_sibling, _trained_marker)}
 
 

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from suite.report import declared, ranking, stats, tables
+from suite.report import boards, declared, ranking, stats
 from suite.report.sections.mrr import mrr_display
 from suite.report.__main__ import main as report_main
 from suite.results import store
@@ -37,8 +37,8 @@ def test_every_shipped_mrr_interval_contains_its_point(sweep):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         df = store.load(store.shipped_path(sweep))
-    rows = tables.primary(df)
-    m = tables.mrr_intervals(tables.board_of(rows), rows)
+    rows = boards.primary(df)
+    m = ranking.mrr_intervals(boards.board_of(rows), rows)
     for name in ("mrr_ood", "mrr_all"):
         assert ((m[f"{name}_low"] <= m[name]) & (m[name] <= m[f"{name}_high"])).all(), m[["scheme", name, f"{name}_low", f"{name}_high"]]
 
@@ -73,7 +73,7 @@ def test_an_mrr_at_its_ceiling_keeps_its_point_inside_the_interval():
     board, rows = _board(cells), pd.DataFrame(runs)
     schemes, b_ood, _ = ranking.mrr_replicates(board, rows, "min", 400, ranking.BOOTSTRAP_SEED)
     assert stats.percentile_interval(b_ood)[1][schemes.index("a")] < 1.0  # the replicates alone miss the point
-    m = tables.mrr_intervals(board, rows, reps=400).set_index("scheme")
+    m = ranking.mrr_intervals(board, rows, reps=400).set_index("scheme")
     assert m.loc["a", "mrr_ood"] == 1.0
     assert m.loc["a", "mrr_ood_low"] < 1.0 and m.loc["a", "mrr_ood_high"] == 1.0
 
@@ -85,22 +85,22 @@ def test_a_four_task_run_among_one_task_runs_is_ranked_on_the_shared_task_only()
     cells = [("a", "copy", 32, 0.9), ("a", "copy", 64, 0.8), ("b", "copy", 32, 0.5), ("b", "copy", 64, 0.4),
              ("mix", "copy", 32, 0.7), ("mix", "copy", 64, 0.6)]
     cells += [("mix", task, e, 0.99) for task in ("flipflop", "niah_multivalue", "vt") for e in (32, 64)]
-    m = tables.mrr(_board(cells)).set_index("scheme")
+    m = ranking.mrr(_board(cells)).set_index("scheme")
     assert m.mrr_ood.to_dict() == pytest.approx({"a": 1.0, "mix": 0.5, "b": 1 / 3})
     assert m.mrr_all.to_dict() == pytest.approx({"a": 1.0, "mix": 0.5, "b": 1 / 3})
     assert m.cells_ood.to_dict() == {"a": 1, "b": 1, "mix": 1} and m.cells_all.to_dict() == {"a": 2, "b": 2, "mix": 2}
     assert set(m.ranked_on) == {"copy"}
     # a scheme ranked on fewer tasks than the others: the table says which
-    two = tables.mrr(_board(cells + [("a", "vt", 32, 0.1), ("a", "vt", 64, 0.1)])).set_index("scheme")
+    two = ranking.mrr(_board(cells + [("a", "vt", 32, 0.1), ("a", "vt", 64, 0.1)])).set_index("scheme")
     assert two.ranked_on.to_dict() == {"a": "copy, vt", "b": "copy", "mix": "copy, vt"}
     more = cells + [("a", "vt", 32, 0.1), ("a", "vt", 64, 0.1)]
-    shown = mrr_display(tables.mrr_intervals(_board(more), _runs(more), reps=2))
+    shown = mrr_display(ranking.mrr_intervals(_board(more), _runs(more), reps=2))
     assert dict(zip(shown.scheme, shown["ranked on"])) == {"a": "copy, vt", "b": "copy", "mix": "copy, vt"}
 
 
 def test_one_task_set_shows_no_ranked_on_column():
     cells = [("a", "copy", 64, 0.9), ("b", "copy", 64, 0.5)]
-    shown = mrr_display(tables.mrr_intervals(_board(cells), _runs(cells), reps=2))
+    shown = mrr_display(ranking.mrr_intervals(_board(cells), _runs(cells), reps=2))
     assert "ranked on" not in shown
 
 

@@ -523,11 +523,6 @@ def case_report_sweep_outside_out(results):
                             cwd=results.parent), 2, r"sweep '\.\./escape': must be letters, digits")
 
 
-def case_store_no_results(results):
-    return (lambda: run_cli("suite.results.store", [str(results.parent / "nonexistent")], cwd=results.parent), 2,
-            r"folder '.*nonexistent': no such folder or file; give a results folder")
-
-
 def case_checkpoint_of_another_run(results):
     work = _work(results)
     (work / "trained.json").unlink()

@@ -31,7 +31,7 @@ import pytest
 from suite.config import schema
 from suite.config.build import SpecError, build, model_catalogue, non_finite
 from suite.config.compose import compose_config
-from suite.config.spec import EXAMPLES_MAX, STEPS_MAX
+from suite.config.run_spec import EXAMPLES_MAX, STEPS_MAX
 from suite.model.position import SCHEMES
 from suite.model.span import SPANS
 from suite.model.spec import LAYERS_MAX

@@ -8,7 +8,7 @@ imports each of them, and ``suite.cli`` imports every module of its ``COMMANDS``
 Mutation checks: ``from suite.results.store import write_json_atomic`` back in
 suite/training/checkpoint.py makes test_no_stage_imports_a_later_one fail; ``from suite.report
 import tables`` inside a function of suite/results/store.py makes it fail too; ``from
-suite.config.spec import ...`` in suite/model/lm.py makes test_the_model_imports_torch_and_itself_only
+suite.config.run_spec import ...`` in suite/model/lm.py makes test_the_model_imports_torch_and_itself_only
 fail; ``from suite.training.step import train_step`` in suite/evaluation/evaluate.py, or
 ``from suite.evaluation.evalcache import eval_set`` in suite/results/identity.py, makes
 test_stages_apart_do_not_import_each_other fail; show.py back in tasks/ with ``skip=(*SHARED, "show")``
@@ -27,7 +27,7 @@ from suite.registry import SHARED
 
 ROOT = Path(__file__).resolve().parent.parent
 # standard library (and numpy) only; any stage may import them
-GROUND = ("suite.registry", "suite.options", "suite.files", "suite.pins", "suite.commandline", "tasks")
+GROUND = ("suite.registry", "suite.options", "suite.files", "suite.pins", "suite.commandline", "suite.data.metrics", "tasks")
 ROOT_PACKAGE = "suite"  # suite/__init__.py: sets the numeric pins (ground) before torch loads
 # the data path, then what reads its results; a stage imports only ground modules, itself and earlier stages
 STAGES = [

@@ -2,18 +2,19 @@
 (shipped rows, fixed-budget runs) by its eval score at the training length, and every board marks
 the same runs: the report, the terminal summary, the store's table and compare.
 
-Mutation checks: ``learned`` in suite/results/learned.py without its ``checks`` block makes
+Mutation checks: ``learned`` in suite/results/has_learned.py without its ``checks`` block makes
 test_a_check_score_decides_and_a_run_without_one_keeps_the_eval_rule fail; ``primary`` in
-suite/report/tables.py judging ``learned(d)`` without ``check_rows(df)`` makes
+suite/report/boards.py judging ``learned(d)`` without ``check_rows(df)`` makes
 test_every_board_counts_the_runs_the_check_judges fail (report, summary and compare), and
 ``summary`` in suite/results/store.py without ``check_rows(df)`` makes it fail too (the store's table)."""
 import math
 
 import pytest
 
-from suite.report import compare, render, summary, tables
+from suite.report import boards, compare, render, summary
 from suite.results import store
-from suite.results.learned import LEARNED_AT, check_rows, headline_rows, learned
+from suite.data.metrics import LEARNED_AT
+from suite.results.has_learned import check_rows, headline_rows, learned
 from tests.criterion_runs import criterion_metrics, write_runs  # noqa: F401 (a fixture)
 from tests.conftest import PRE_CRITERION
 
@@ -49,7 +50,7 @@ def test_every_board_counts_the_runs_the_check_judges(tmp_path, criterion_metric
     folder = write_runs(tmp_path, RUNS)
     df = store.load(folder)
     expected = {"rope": (2, 3), "nope": (1, 2)}  # (not learned, runs)
-    board = tables.leaderboard(df).drop_duplicates("scheme").set_index("scheme")
+    board = boards.leaderboard(df).drop_duplicates("scheme").set_index("scheme")
     assert {s: (board.not_learned[s], board.runs[s]) for s in expected} == expected
     built = render.build(df, "cr")
     assert (built["not_learned"], built["runs"]) == (3, 5)
@@ -58,12 +59,9 @@ def test_every_board_counts_the_runs_the_check_judges(tmp_path, criterion_metric
     assert {s: (terminal.not_learned[s], terminal.runs[s]) for s in expected} == expected
     cells = compare.cells(df).drop_duplicates("scheme").set_index("scheme")
     assert {s: (cells.not_learned[s], cells.runs[s]) for s in expected} == expected
-    table = store.summary(df, "token_accuracy")
-    marks = dict(zip(table.index.get_level_values("positions"), table["not learned"]))
-    assert marks == {"nope": "1", "rope": "2"}
     # the check score row is no cell of any board: the headline rows alone are ranked
-    assert set(tables.primary(df).metric) == {"token_accuracy"}
-    assert len(tables.leaderboard(df)) == 4
+    assert set(boards.primary(df).metric) == {"token_accuracy"}
+    assert len(boards.leaderboard(df)) == 4
 
 
 def test_shipped_rows_without_check_rows_are_judged_as_before():
@@ -75,7 +73,7 @@ def test_shipped_rows_without_check_rows_are_judged_as_before():
         warnings.simplefilter("ignore")
         df = store.load(PRE_CRITERION)
     assert check_rows(df).empty
-    rows = tables.primary(df)
+    rows = boards.primary(df)
     assert rows.learned.to_numpy().tolist() == rows.join(
         learned(rows.drop(columns="learned")).rename("again"), on=["run_id", "task"]).again.to_numpy().tolist()
     assert int((~rows.drop_duplicates(["run_id", "task"]).learned).sum()) == 2  # NoPE copy s2, sinusoidal copy s1

@@ -389,7 +389,7 @@ def test_every_tasks_headline_metric_is_offered_to_lm_eval(name):
     assert T.task_of(name).build().primary_metric in task.aggregation()
     # every metric's direction is the suite's declaration (lm-eval's registry for its own acc)
     from lm_eval.api.registry import is_higher_better
-    from suite.results.metrics import METRICS
+    from suite.data.metrics import METRICS
 
     assert task.higher_is_better() == {m: METRICS[m].higher_is_better if m in METRICS else is_higher_better(m)
                                        for m in task.aggregation()}
@@ -397,7 +397,7 @@ def test_every_tasks_headline_metric_is_offered_to_lm_eval(name):
 
 
 def test_the_templates_state_no_metric_direction():
-    """Directions have one home, suite/results/metrics.py; the templates name metrics and aggregations."""
+    """Directions have one home, suite/data/metrics.py; the templates name metrics and aggregations."""
     from suite.lmeval.yamls import TEMPLATES
 
     assert len(list(TEMPLATES.glob("_*_template"))) == 6

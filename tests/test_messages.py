@@ -72,7 +72,6 @@ SOURCE_COMMANDS = {
     "compare": ("suite.report.compare", "source", lambda w, s: [str(w / "results" / "s"), s, "--out", str(w / "cmp")]),
     "report-beside": ("suite.report", "--beside", lambda w, s: ["s", "--results", str(w / "results"), "--out",
                                                                  str(w / "reports"), "--beside", s]),
-    "store": ("suite.results.store", "folder", lambda w, s: [s]),
 }
 BAD_SOURCES = {  # name: (path under W or absolute, exit code, what follows the option and path)
     "missing": ("nosuch", 2, r": no such folder or file; give a results folder \(results/<sweep>\) or a shipped"),
@@ -103,8 +102,6 @@ def _lmeval(*extra):
 
 
 OTHER_CASES = [
-    ("store-shipped-file", "suite.results.store", lambda w: [str(w / "published" / "s.jsonl.gz")], 1,
-     r"no exact_match rows under .*s\.jsonl\.gz \(its runs store other metrics: recency_gap, token_accuracy\)"),
     ("lmeval-tasks-empty", "suite.lmeval", lambda w: ["--model", "hf", "--tasks", ""], 2,
      r"--tasks '': names no task; give task names separated by commas; PosBench's: posbench_all, "),
     ("lmeval-limit-negative", "suite.lmeval", _lmeval("--limit", "-1"), 2,
@@ -147,7 +144,7 @@ CASES = [*_metric_cases(), *_source_cases(), *OTHER_CASES]
 # make test: one case of each metric kind, each source kind and each command, and every other case
 FAST = {"metric-summary-bogus", "metric-compare-diagnostic", "metric-report-bogus", "source-report-beside-text-file",
         "source-report-beside-empty-folder", "source-summary-missing", "source-compare-empty-file",
-        "source-store-empty-shipped-file", *(c[0] for c in OTHER_CASES)}
+        "source-summary-empty-shipped-file", *(c[0] for c in OTHER_CASES)}
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:

@@ -1,11 +1,11 @@
-"""Each metric declaration in suite/results/metrics.py agrees with the scorers that produce it.
+"""Each metric declaration in suite/data/metrics.py agrees with the scorers that produce it.
 
 Every scorer (the suite's evaluation, the task scorers, lm-eval's scorers and per-example
 aggregations) runs on hand-made examples, one of them with 2 of its 3 answers right. A metric
 declared a share takes only 0 or 1 per example; a metric that is not one takes a value between
 (2/3 here), so the one-seed Wilson interval is applied exactly where an example is a 0/1 trial.
 
-Mutation checks: in suite/results/metrics.py, share=True moved from string_match_part back to
+Mutation checks: in suite/data/metrics.py, share=True moved from string_match_part back to
 string_match_all (the two swapped), or share=True added to token_accuracy, makes
 test_a_metric_is_a_share_exactly_when_its_scorers_give_each_example_0_or_1 fail; share removed from
 string_match_part or from exact_match makes it fail too; a range of [0, 0.5] for reciprocal_rank
@@ -19,9 +19,9 @@ import torch
 
 from suite.evaluation.evaluate import score_examples
 from suite.lmeval import tasks as lm
-from suite.results.metrics import METRICS
-from suite.results.metrics import Evidence
-from suite.results.metrics import metric as declared
+from suite.data.metrics import METRICS
+from suite.data.metrics import Evidence
+from suite.data.metrics import metric as declared
 from tasks.base import MULTI_ANSWER, VOCAB_SIZE, Example, Task
 
 # tokens 10..16, three one-token answers at positions 2, 4 and 6

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from suite.config import schema
-from suite.config.spec import EvalSpec, TrainSpec, eval_length
+from suite.config.run_spec import EvalSpec, TrainSpec, eval_length
 from suite.model.init import INIT_STD
 from suite.model.spec import ModelSpec
 from suite.options import is_option
@@ -42,7 +42,7 @@ def test_the_schema_groups_are_the_spec_option_fields(conf, spec):
 
 
 def test_the_eval_length_rule_is_computed_in_one_place():
-    assert _files_matching(r"round\([^)]*\*\s*(t\.|spec\.train\.)?(seq_len|train_len)") == ["suite/config/spec.py"]
+    assert _files_matching(r"round\([^)]*\*\s*(t\.|spec\.train\.)?(seq_len|train_len)") == ["suite/config/run_spec.py"]
     spec = make_spec("train.seq_len=30", "eval.multiples=[1,1.25,1.5,2]")
     assert spec.eval_lengths == [30, 38, 45, 60] == [eval_length(x, 30) for x in (1, 1.25, 1.5, 2)]
 

@@ -38,8 +38,8 @@ def _avx2() -> bool:
 @pytest.mark.skipif(not (X86 and _avx2()), reason="needs an x86-64 CPU with AVX2")
 @pytest.mark.parametrize("switch", ["1", "0"])
 def test_a_fresh_process_dispatches_to_avx2_and_records_it(switch):
-    code = ("import suite, json, torch; from suite.results import numerics; "
-            "print(json.dumps(numerics.signature()))")
+    code = ("import suite, json, torch; from suite.results import signature; "
+            "print(json.dumps(signature.signature()))")
     env = {k: v for k, v in __import__("os").environ.items() if k not in pins.PINS}
     out = subprocess.run([sys.executable, "-c", code], env={**env, pins.SWITCH: switch}, check=True,
                          capture_output=True, text=True).stdout

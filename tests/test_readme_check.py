@@ -141,4 +141,4 @@ def test_make_report_check_runs_the_readme_check_first():
     recipe = (ROOT / "Makefile").read_text().split("\nreport-check:")[1].split("\n\n")[0]
     commands = [line.strip() for line in recipe.splitlines()[1:]]
     assert commands[0] == "$(BIN)/python -m suite.report.readme_check"
-    assert any("suite.report.check" in c for c in commands[1:])
+    assert any("suite.report.page_check" in c for c in commands[1:])

@@ -5,11 +5,11 @@ classes or today's metric declarations. Rows stored before rows carried them rea
 Mutation checks: write_run in suite/results/store.py without the metric's declaration makes
 test_write_run_stores_each_rows_metric_declaration fail; described() returning the rows as they are
 makes test_rows_stored_before_read_with_todays_declarations fail; primary() in
-suite/report/tables.py taking the headline from store.task_headlines (the task classes) instead of
-the rows, or _arrays taking the sign from suite.results.metrics, makes
+suite/report/boards.py taking the headline from store.task_headlines (the task classes) instead of
+the rows, or _arrays taking the sign from suite.data.metrics, makes
 test_the_report_ranks_by_the_stored_headline_and_direction fail; filling an unknown task's
 headline with "exact_match" makes test_a_task_this_checkout_lacks_is_named_never_scored_by_exact_match
-fail; ``from tasks import TASKS`` back in suite/report/tables.py makes
+fail; ``from tasks import TASKS`` back in suite/report/boards.py makes
 test_a_shipped_board_rebuilds_with_no_task_code_importable fail."""
 import gzip
 import json
@@ -21,10 +21,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from suite.report import tables
+from suite.report import boards, ranking
 from suite.report.__main__ import main as report_main
 from suite.results import store
-from suite.results.metrics import METRICS
+from suite.data.metrics import METRICS
 from tasks import TASKS
 from tests.test_report import _row
 
@@ -81,10 +81,10 @@ def test_the_report_ranks_by_the_stored_headline_and_direction(tmp_path):
         rows += [_row(f"{scheme}-0", scheme, 0, "copy", e, 0.5, metric="token_accuracy") for e in (32, 64)]
         _write(tmp_path, f"{scheme}-0", rows)
     df = store.load(tmp_path / "sw")
-    board = tables.leaderboard(df)
+    board = boards.leaderboard(df)
     assert set(board.metric) == {"exact_match"} and set(board.higher_is_better) == {False}
-    assert list(tables.mrr(board).scheme) == ["alibi", "rope"]  # lowest first, as the rows say
-    assert tables.scheme_order(board) == ["alibi", "rope"]
+    assert list(ranking.mrr(board).scheme) == ["alibi", "rope"]  # lowest first, as the rows say
+    assert boards.scheme_order(board) == ["alibi", "rope"]
 
 
 def test_a_task_this_checkout_lacks_is_named_never_scored_by_exact_match(tmp_path):
@@ -92,7 +92,7 @@ def test_a_task_this_checkout_lacks_is_named_never_scored_by_exact_match(tmp_pat
     rows = [{**_row("new", "rope", 0, "retired", e, v, metric=m), "headline": "string_match_part"}
             for e in (32, 64) for m, v in (("exact_match", 0.25), ("string_match_part", 0.75))]
     _write(tmp_path, "new", rows, tasks=("retired",))
-    board = tables.leaderboard(store.load(tmp_path / "sw"))
+    board = boards.leaderboard(store.load(tmp_path / "sw"))
     assert set(board.metric) == {"string_match_part"} and set(board["mean"]) == {0.75}
     # stored without one, by code from before rows carried it: named, and on no board
     path = tmp_path / "old" / "old.json"
@@ -101,7 +101,7 @@ def test_a_task_this_checkout_lacks_is_named_never_scored_by_exact_match(tmp_pat
     path.write_text(json.dumps({**payload, "run": {**payload["run"], "sweep": "old"}}))
     with pytest.warns(UserWarning, match="rows of retired name no headline metric and this checkout has no such task"):
         df = store.load(tmp_path / "old")
-    assert df.headline.isna().all() and tables.leaderboard(df).empty
+    assert df.headline.isna().all() and boards.leaderboard(df).empty
 
 
 BLOCKED = """

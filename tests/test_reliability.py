@@ -18,7 +18,7 @@ from tests import forked_cli
 from suite import files
 from suite.results import store
 from suite.model.lm import PosBenchLM
-from suite.report import tables
+from suite.report import boards
 from suite.run import execute, run_id
 from suite.training.checkpoint import save_checkpoint
 from suite.training.loop import train
@@ -123,8 +123,8 @@ def test_a_non_finite_loss_stops_the_run_as_diverged_and_the_leaderboard_says_so
     assert {r["status"] for r in rows} == {"diverged"}
     by_metric = {r["metric"]: r["value"] for r in rows}
     assert math.isnan(by_metric["exact_match"]) and by_metric["diverged_at_step"] == 3
-    board = tables.leaderboard(store.load(tmp_path / "dv"))
-    assert board.status.tolist() == ["diverged"] and "diverged" in tables.pivot(board, "copy").to_string()
+    board = boards.leaderboard(store.load(tmp_path / "dv"))
+    assert board.status.tolist() == ["diverged"] and "diverged" in boards.pivot(board, "copy").to_string()
 
 
 def test_wandb_failures_warn_once_and_results_are_still_written(tmp_path, monkeypatch):

@@ -20,7 +20,8 @@ from suite.config.codedigest import spec_digest
 from tests.conftest import spec_for
 
 from suite.results import store
-from suite.report import boards, plots, render, tables
+from suite.report import boards, plots, ranking, render
+from suite.report.sections import effective_length
 from suite.report.sections import breakdowns
 from suite.report.sections.power import power
 
@@ -37,17 +38,17 @@ def test_mrr_with_ties_by_hand():
         ("a", "copy", 32, 0.9, 0, 2), ("b", "copy", 32, 0.9, 0, 2), ("c", "copy", 32, 0.5, 0, 2),
         ("a", "copy", 64, 0.1, 0, 2), ("b", "copy", 64, 0.4, 0, 2), ("c", "copy", 64, math.nan, 0, 0),
     ])
-    got = tables.mrr(board, tie="min").set_index("scheme")
+    got = ranking.mrr(board, tie="min").set_index("scheme")
     assert got.loc["b", "mrr_all"] == pytest.approx((1 + 1) / 2)
     assert got.loc["a", "mrr_all"] == pytest.approx((1 + 1 / 2) / 2)
     assert got.loc["c", "mrr_all"] == pytest.approx((1 / 3 + 1 / 3) / 2)
     assert got.mrr_ood.to_dict() == pytest.approx({"b": 1, "a": 1 / 2, "c": 1 / 3})
     assert list(got.index) == ["b", "a", "c"] and set(got.cells_all) == {2} and set(got.cells_ood) == {1}
-    avg = tables.mrr(board, tie="average").set_index("scheme")
+    avg = ranking.mrr(board, tie="average").set_index("scheme")
     assert avg.loc["a", "mrr_all"] == pytest.approx((1 / 1.5 + 1 / 2) / 2)
     assert avg.loc["b", "mrr_all"] == pytest.approx((1 / 1.5 + 1) / 2)
     with pytest.raises(ValueError, match="unknown tie rule 'dense'; valid: min, average"):
-        tables.mrr(board, tie="dense")
+        ranking.mrr(board, tie="dense")
 
 
 def test_means_closer_than_the_margin_share_a_rank_in_the_mrr_as_in_the_power_table():
@@ -57,14 +58,14 @@ def test_means_closer_than_the_margin_share_a_rank_in_the_mrr_as_in_the_power_ta
     # c (b) 2.5, d 4
     board = _board([("a", "copy", 64, 0.900, 0, 2), ("b", "copy", 64, 0.895, 0, 2), ("c", "copy", 64, 0.889, 0, 2),
                     ("d", "copy", 64, 0.5, 0, 2)])
-    got = tables.mrr(board, tie="min").set_index("scheme").mrr_all
+    got = ranking.mrr(board, tie="min").set_index("scheme").mrr_all
     assert got.to_dict() == pytest.approx({"a": 1, "b": 1, "c": 1 / 2, "d": 1 / 4})
-    avg = tables.mrr(board, tie="average").set_index("scheme").mrr_all
+    avg = ranking.mrr(board, tie="average").set_index("scheme").mrr_all
     assert avg.to_dict() == pytest.approx({"a": 1 / 1.5, "b": 1 / 2, "c": 1 / 2.5, "d": 1 / 4})
     # a cell the power table calls tied (best minus worst below the margin) gives every scheme rank 1
     tied = _board([("a", "copy", 64, 0.402, 0, 2), ("b", "copy", 64, 0.398, 0, 2), ("c", "copy", 64, 0.395, 0, 2)])
     assert power(tied.assign(metric="token_accuracy")).tied_cells.tolist() == [1]
-    assert set(tables.mrr(tied).mrr_all) == {1.0}
+    assert set(ranking.mrr(tied).mrr_all) == {1.0}
 
 
 def test_two_means_exactly_the_margin_apart_are_not_tied_and_just_under_it_are():
@@ -72,15 +73,15 @@ def test_two_means_exactly_the_margin_apart_are_not_tied_and_just_under_it_are()
     # on the lower mean leaves the gap just under it
     import numpy as np
 
-    assert 0.02 - 0.01 == tables.TIED_BELOW == 0.01
+    assert 0.02 - 0.01 == ranking.TIED_BELOW == 0.01
     under = float(np.nextafter(0.01, 1.0))
-    assert 0.02 - under < tables.TIED_BELOW
+    assert 0.02 - under < ranking.TIED_BELOW
     for low, ranks, tied in ((0.01, {"a": 1, "b": 2}, 0), (under, {"a": 1, "b": 1}, 1)):
         board = _board([("a", "copy", 64, 0.02, 0, 2), ("b", "copy", 64, low, 0, 2)]).assign(metric="token_accuracy")
-        got = tables.mrr(board, tie="min").set_index("scheme").mrr_all
+        got = ranking.mrr(board, tie="min").set_index("scheme").mrr_all
         assert got.to_dict() == {s: 1 / r for s, r in ranks.items()}, low
         assert power(board).tied_cells.tolist() == [tied], low  # the same rule in the power table
-    average = tables.mrr(_board([("a", "copy", 64, 0.02, 0, 2), ("b", "copy", 64, under, 0, 2)]), tie="average")
+    average = ranking.mrr(_board([("a", "copy", 64, 0.02, 0, 2), ("b", "copy", 64, under, 0, 2)]), tie="average")
     assert average.set_index("scheme").mrr_all.to_dict() == {"a": 1 / 1.5, "b": 1 / 1.5}
 
 
@@ -94,14 +95,14 @@ def test_the_tie_margin_is_the_metrics_own(monkeypatch):
     with TIED_BELOW, makes this fail."""
     from dataclasses import replace
 
-    from suite.results import metrics
+    from suite.data import metrics
 
     board = _board([("a", "copy", 64, 0.60, 0, 2), ("b", "copy", 64, 0.55, 0, 2)]).assign(
         metric="token_accuracy", higher_is_better=True, low=0.0, high=1.0, share=False)
-    assert tables.mrr(board).set_index("scheme").mrr_all.to_dict() == {"a": 1.0, "b": 0.5}
+    assert ranking.mrr(board).set_index("scheme").mrr_all.to_dict() == {"a": 1.0, "b": 0.5}
     assert power(board).tied_cells.tolist() == [0]
     monkeypatch.setitem(metrics.METRICS, "token_accuracy", replace(metrics.METRICS["token_accuracy"], tie_margin=0.1))
-    assert tables.mrr(board).set_index("scheme").mrr_all.to_dict() == {"a": 1.0, "b": 1.0}
+    assert ranking.mrr(board).set_index("scheme").mrr_all.to_dict() == {"a": 1.0, "b": 1.0}
     assert power(board).tied_cells.tolist() == [1]
 
 def _row(run, scheme, seed, task, eval_len, value, status="ok", pattern="uniform", metric="token_accuracy",
@@ -148,7 +149,7 @@ def fixture_store(tmp_path):
 def test_report_tables_from_a_fixture_store(fixture_store, tmp_path):
     with pytest.warns(UserWarning, match="junk.json"):
         df = store.load(fixture_store / "fx")
-    board = tables.leaderboard(df).set_index(["scheme", "eval_len"])
+    board = boards.leaderboard(df).set_index(["scheme", "eval_len"])
     assert set(board.metric) == {"token_accuracy"}
     assert board.loc[("rope", 32), "mean"] == pytest.approx(0.9)
     assert board.loc[("rope", 32), "std"] == pytest.approx(pd.Series([1.0, 0.8]).std())
@@ -158,21 +159,21 @@ def test_report_tables_from_a_fixture_store(fixture_store, tmp_path):
     # (answer tokens pooled over examples, not a share of examples): no interval
     assert (board.loc[("rope", 32), "ci_low"], board.loc[("rope", 32), "ci_high"]) == (0.0, 1.0)
     assert math.isnan(board.loc[("alibi", 32), "ci_low"]) and math.isnan(board.loc[("alibi", 32), "ci_high"])
-    exact = tables.leaderboard(df, metric="exact_match").set_index(["scheme", "eval_len"])
+    exact = boards.leaderboard(df, metric="exact_match").set_index(["scheme", "eval_len"])
     assert exact.loc[("rope", 32), "mean"] == pytest.approx(0.5)
     # one seed of exact match (a share of examples): Wilson over its 10 examples,
     # (0.5 + 1.92/10 ± 1.96 * sqrt(0.025 + 3.8415/400)) / (1 + 3.8415/10)
     assert (exact.loc[("alibi", 32), "ci_low"], exact.loc[("alibi", 32), "ci_high"]) == pytest.approx((0.2366, 0.7634), abs=1e-4)
-    mrr = tables.mrr(tables.leaderboard(df)).set_index("scheme")
+    mrr = ranking.mrr(boards.leaderboard(df)).set_index("scheme")
     # 32: rope 0.9, alibi 0.9 (tie, rank 2), learned 0.95 (rank 1) -> learned 1, rope 1/2, alibi 1/2
     # 64 (OOD): alibi 0.7 (1), rope 0.3 (2), learned unsupported (3)
     assert mrr.loc["alibi", "mrr_all"] == pytest.approx((1 / 2 + 1) / 2)
     assert mrr.loc["rope", "mrr_all"] == pytest.approx((1 / 2 + 1 / 2) / 2)
     assert mrr.loc["learned", "mrr_all"] == pytest.approx((1 + 1 / 3) / 2)
     assert mrr.mrr_ood.to_dict() == pytest.approx({"alibi": 1, "rope": 1 / 2, "learned": 1 / 3})
-    eff = tables.effective_length(tables.leaderboard(df), threshold=0.8)
+    eff = effective_length.effective_length(boards.leaderboard(df), threshold=0.8)
     assert eff.loc["learned", "copy"] == 32 and eff.loc["rope", "copy"] == 32 and eff.loc["alibi", "copy"] == 32
-    assert tables.effective_length(tables.leaderboard(df), threshold=0.6).loc["alibi", "copy"] == 64
+    assert effective_length.effective_length(boards.leaderboard(df), threshold=0.6).loc["alibi", "copy"] == 64
 
     (tmp_path / "reports" / "fx" / "plots").mkdir(parents=True)
     (tmp_path / "reports" / "fx" / "plots" / "mqar.png").write_bytes(b"a task this sweep does not have")
@@ -206,11 +207,11 @@ def test_a_run_below_the_learning_bar_at_l_is_marked_in_every_table(fixture_stor
     # learned 0.95. The mark is the run's, on every length of its scheme's row.
     with pytest.warns(UserWarning, match="junk.json"):
         df = store.load(fixture_store / "fx")
-    board = tables.leaderboard(df)
+    board = boards.leaderboard(df)
     marks = board.drop_duplicates("scheme").set_index("scheme")
     assert marks.not_learned.to_dict() == {"alibi": 0, "learned": 0, "rope": 1}
     assert marks.runs.to_dict() == {"alibi": 1, "learned": 1, "rope": 2}
-    assert list(tables.pivot(board, "copy").index) == ["alibi", "rope (1 of 2 not learned)", "learned"]
+    assert list(boards.pivot(board, "copy").index) == ["alibi", "rope (1 of 2 not learned)", "learned"]
     out = render.write(df, "fx", tmp_path / "rep")
     md = (out / "index.md").read_text()
     assert "| rope (1 of 2 not learned) |" in md and "| copy 1 of 2 " in md  # task table, MRR's column
@@ -228,7 +229,7 @@ def test_power_reports_the_interval_half_widths_at_the_first_length_beyond_l(tmp
     # (0.5 + 0.2477) / 2, largest 0.5.
     with pytest.warns(UserWarning, match="junk.json"):
         df = store.load(write_fixture(tmp_path, "string_match_part") / "fx")
-    table = power(tables.leaderboard(df, "string_match_part")).set_index("task")
+    table = power(boards.leaderboard(df, "string_match_part")).set_index("task")
     assert table.loc["copy", "max_half_width"] == pytest.approx(0.5)
     assert table.loc["copy", "median_half_width"] == pytest.approx((0.5 + 0.2477) / 2, abs=1e-4)
     r = render.build(df, "fx", metric="string_match_part")
@@ -319,7 +320,7 @@ def test_a_run_trained_on_a_mixture_is_judged_on_each_of_its_tasks():
             for seed, copy_at_l in ((0, 0.5), (1, 0.95))
             for task, metric, at_l in (("copy", "token_accuracy", copy_at_l), ("vt", "string_match_all", 1.0))
             for length, value in ((32, at_l), (64, at_l / 2))]
-    board = tables.leaderboard(frame(rows))
+    board = boards.leaderboard(frame(rows))
     marks = board.drop_duplicates(["scheme", "task"]).set_index("task")
     assert (marks.loc["copy", "not_learned"], marks.loc["copy", "runs"]) == (1, 2)
     assert (marks.loc["vt", "not_learned"], marks.loc["vt", "runs"]) == (0, 2)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from tests import forked_cli
 from suite.results import store
-from suite.report import labels, tables
-from suite.config.spec import RunSpec
+from suite.report import boards, labels
+from suite.config.run_spec import RunSpec
 from tests.conftest import make_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,7 +59,7 @@ def test_runs_that_differ_in_steps_are_separate_rows_and_n_counts_seeds(tmp_path
             f"hydra.sweep.dir={tmp_path}/h"]
     out = forked_cli.run(args, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    board = tables.leaderboard(store.load(tmp_path / "mix"))
+    board = boards.leaderboard(store.load(tmp_path / "mix"))
     assert sorted(board.scheme) == ["alibi steps=2", "alibi steps=3"]
     assert board.n.tolist() == [3, 3]
     for scheme, g in board.groupby("scheme"):
@@ -84,7 +84,7 @@ def test_configurations_of_one_scheme_name_the_steps_even_when_their_spans_diffe
     full = _spec("position=alibi", "train.steps=100")
     swa = _spec("position=alibi", "span=swa", "span.window=16", "train.steps=1750")
     df = pd.DataFrame(_alibi_rows("A", "full", None, 100, 0.0, full) + _alibi_rows("B", "swa", 16, 1750, 0.91, swa))
-    board = tables.leaderboard(df).set_index("scheme")
+    board = boards.leaderboard(df).set_index("scheme")
     assert sorted(board.index) == ["alibi steps=100", "alibi swa w=16 steps=1750"]
     assert board.loc["alibi swa w=16 steps=1750", "mean"] == 0.91 and board.n.tolist() == [2, 2]
 
@@ -94,7 +94,7 @@ def test_configurations_differing_only_in_the_span_keep_their_plain_labels():
     full = _spec("position=alibi")
     swa = _spec("position=alibi", "span=swa", "span.window=16")
     df = pd.DataFrame(_alibi_rows("A", "full", None, 10, 0.5, full) + _alibi_rows("B", "swa", 16, 10, 0.6, swa))
-    assert sorted(tables.leaderboard(df).scheme) == ["alibi", "alibi swa w=16"]
+    assert sorted(boards.leaderboard(df).scheme) == ["alibi", "alibi swa w=16"]
 
 
 def _declared(spec: dict, flat: dict, key: str):

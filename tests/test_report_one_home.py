@@ -1,5 +1,5 @@
 """The report's facts each have one home: span kinds (``suite.model.span_kinds``), the
-effective-length threshold, metric directions (``suite.results.metrics``, also for lm-eval). The
+effective-length threshold, metric directions (``suite.data.metrics``, also for lm-eval). The
 report builds its board once, and its command reads as named steps.
 
 Mutation checks: writing "chunk" back into store.COLUMNS, or BREAKDOWN_COLUMNS in

@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from suite.report import plots, render, styles, tables
+from suite.report import boards, plots, render, styles
 from suite.results import store
 from tests.test_report import _row, frame
 
@@ -88,7 +88,7 @@ def test_the_legend_lists_schemes_in_the_order_of_the_table(figures):
                ("nope", 64, 0.8, 0.7, 0.9)])
     plots.plot_task(b, "copy")
     labels = [t.get_text() for t in figures[0].axes[0].get_legend().get_texts()]
-    assert labels == ["rope", "nope", "t5", "alibi"] == list(tables.pivot(b, "copy").index)
+    assert labels == ["rope", "nope", "t5", "alibi"] == list(boards.pivot(b, "copy").index)
 
 
 def test_error_bars_at_one_length_stand_side_by_side(figures):
@@ -192,14 +192,14 @@ def test_the_report_checks_style_record_finds_a_clash_in_a_twenty_four_line_plot
     two lines made alike fails it, naming both.
 
     Mutation check: in suite/report/styles.py style() using MARKERS[i % len(MARKERS)] makes this fail."""
-    from suite.report import check
+    from suite.report import page_check
     plot = plots.plot_task(board([(s, x, 0.5, 0.4, 0.6) for s in TWENTY_FOUR for x in (32, 64)]), "copy")
     (tmp_path / "plots").mkdir()
     (tmp_path / "plots" / "copy.png").write_bytes(plot.png)
     (tmp_path / "plots" / "copy.styles.json").write_text(plot.record())
-    assert check.style_problems(tmp_path) == []
+    assert page_check.style_problems(tmp_path) == []
     lines = plot.lines
     lines[5] = {**lines[5], "color": lines[20]["color"], "marker": lines[20]["marker"]}
     (tmp_path / "plots" / "copy.styles.json").write_text(plots.Plot(b"", lines).record())
-    problems = check.style_problems(tmp_path)
+    problems = page_check.style_problems(tmp_path)
     assert len(problems) == 1 and lines[5]["label"] in problems[0] and lines[20]["label"] in problems[0]

@@ -20,7 +20,8 @@ from tests.conftest import spec_for
 from suite.bench import perf as bench
 
 from suite.results import store
-from suite.report import boards, plots, render, tables
+from suite.report import boards, plots, render
+from suite.report.sections import effective_length
 from suite.report.sections import breakdowns, effective_length, recency, verdict
 from tests.test_report import _row, frame
 
@@ -33,20 +34,20 @@ def _df(metric="token_accuracy"):
 
 
 def test_task_table_has_named_lengths_dashes_for_unsupported_and_best_rows_first():
-    t = tables.pivot(tables.leaderboard(_df()), "copy")
+    t = boards.pivot(boards.leaderboard(_df()), "copy")
     assert list(t.columns) == ["32 (1x)", "64 (2x)"] and t.index.name == "scheme"
     # mean over lengths, an empty cell counting 0: alibi 0.7, rope 0.55, learned 0.5; t5 has no score: last
     # alibi scores 0.8 at L and t5 nothing (diverged): neither has learned the task, and their rows say so
     assert list(t.index) == ["alibi (1 of 1 not learned)", "rope", "learned", "t5 (1 of 1 not learned)"]
     assert t.loc["learned", "64 (2x)"] == "-" and t.loc["t5 (1 of 1 not learned)", "32 (1x)"] == "diverged"
     assert t.loc["alibi (1 of 1 not learned)", "64 (2x)"] == "0.60 (n=1)"  # one seed of token accuracy: no interval
-    shares = tables.pivot(tables.leaderboard(_df("exact_match"), "exact_match"), "copy")
+    shares = boards.pivot(boards.leaderboard(_df("exact_match"), "exact_match"), "copy")
     assert re.fullmatch(r"0\.60 \[0\.\d\d, 0\.\d\d\]", shares.loc["alibi (1 of 1 not learned)", "64 (2x)"])  # Wilson
 
 
 def test_effective_length_reads_tokens_or_a_dash_for_never():
-    board = tables.leaderboard(_df())
-    shown = effective_length.effective_display(tables.effective_length(board, 0.85))
+    board = boards.leaderboard(_df())
+    shown = effective_length.effective_display(effective_length.effective_length(board, 0.85))
     assert shown.loc["rope", "copy"] == "32 tokens" and shown.loc["alibi", "copy"] == "-"
 
 
@@ -67,7 +68,7 @@ def test_every_html_table_has_one_header_row_and_the_summary_comes_first(tmp_pat
 
 
 def test_the_summary_heatmap_holds_the_first_length_beyond_training():
-    first = boards.first_ood(tables.leaderboard(_df()))
+    first = boards.first_ood(boards.leaderboard(_df()))
     assert set(first.eval_len) == {64} and set(first.scheme) == {"rope", "alibi", "learned", "t5"}
 
 
@@ -76,7 +77,7 @@ def test_legends_and_colour_bars_sit_outside_the_data(monkeypatch, draw):
     figures = []
     for module in (plots, verdict):
         monkeypatch.setattr(module, "png", lambda fig: figures.append(fig) or b"")
-    board = tables.leaderboard(_df())
+    board = boards.leaderboard(_df())
     plots.plot_task(board, "copy") if draw == "task" else verdict.plot_summary(board, ["alibi", "rope"])
     fig = figures[0]
     fig.canvas.draw()

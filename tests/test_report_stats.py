@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from suite.report import ranking, stats, tables
+from suite.report import boards, ranking, stats
 from suite.report.sections.power import power, tied_share
 from tests.test_report import _board, _row, frame
 
@@ -41,7 +41,7 @@ def test_mrr_out_of_distribution_and_all_cells_by_hand():
         ("a", "copy", 64, 0.2, 0, 3), ("b", "copy", 64, 0.6, 0, 3), ("c", "copy", 64, 0.1, 0, 3),
         ("a", "copy", 128, 0.1, 0, 3), ("b", "copy", 128, 0.3, 0, 3), ("c", "copy", 128, math.nan, 0, 0),
     ])
-    got = tables.mrr(board).set_index("scheme")
+    got = ranking.mrr(board).set_index("scheme")
     assert got.mrr_ood.to_dict() == pytest.approx({"a": 1 / 2, "b": 1, "c": 1 / 3})
     assert got.mrr_all.to_dict() == pytest.approx({"a": 1 / 2, "b": (1 / 3 + 1 + 1) / 3, "c": (1 + 1 / 3 + 1 / 3) / 3})
     assert list(got.index) == ["b", "a", "c"]  # by OOD MRR; by all cells c (5/9) would precede a (1/2)
@@ -77,7 +77,7 @@ def test_the_mrr_bootstrap_interval_is_the_95_percent_percentile_interval_of_its
         return real(samples, *args, **kwargs)
 
     monkeypatch.setattr(stats, "percentile_interval", spy)
-    got = tables.mrr_intervals(tables.leaderboard(df), tables.primary(df), reps=400).set_index("scheme")
+    got = ranking.mrr_intervals(boards.leaderboard(df), boards.primary(df), reps=400).set_index("scheme")
     replicates = seen[0]  # OOD MRR, (reps, schemes) in the board's scheme order
     order = sorted(got.index)
     for i, scheme in enumerate(order):
@@ -89,12 +89,12 @@ def test_bootstrap_interval_contains_the_estimate_and_is_reproducible():
     df = _seeded({"a": [(0.9, 0.5, 0.2), (0.8, 0.7, 0.4), (1.0, 0.3, 0.1)],
                   "b": [(0.7, 0.6, 0.3), (0.9, 0.4, 0.3), (0.8, 0.5, 0.2)],
                   "c": [(0.6, 0.1, 0.0), (0.5, 0.2, 0.0), (0.7, 0.0, 0.0)]})
-    got = tables.mrr_intervals(tables.leaderboard(df), tables.primary(df), reps=300)
+    got = ranking.mrr_intervals(boards.leaderboard(df), boards.primary(df), reps=300)
     for name in ("mrr_ood", "mrr_all"):
         assert (got[f"{name}_low"] <= got[name]).all() and (got[name] <= got[f"{name}_high"]).all()
     assert (got.mrr_ood_low < got.mrr_ood_high).any()  # the seeds disagree: some interval has width
-    assert got.equals(tables.mrr_intervals(tables.leaderboard(df), tables.primary(df), reps=300))
-    point = tables.mrr(tables.leaderboard(df))
+    assert got.equals(ranking.mrr_intervals(boards.leaderboard(df), boards.primary(df), reps=300))
+    point = ranking.mrr(boards.leaderboard(df))
     assert got[["scheme", "mrr_ood", "mrr_all"]].equals(point[["scheme", "mrr_ood", "mrr_all"]])
     # c is last in every replicate (below a and b at every length in every seed): OOD MRR exactly 1/3
     c = got.set_index("scheme").loc["c"]
@@ -105,7 +105,7 @@ def test_bootstrap_interval_contains_the_estimate_and_is_reproducible():
 
 def test_bootstrap_is_degenerate_when_every_seed_agrees():
     df = _seeded({"a": [(0.9, 0.5, 0.2)] * 3, "b": [(0.8, 0.6, 0.3)] * 3, "c": [(0.5, 0.1, 0.0)] * 2})
-    got = tables.mrr_intervals(tables.leaderboard(df), tables.primary(df), reps=200)
+    got = ranking.mrr_intervals(boards.leaderboard(df), boards.primary(df), reps=200)
     assert (got.mrr_ood_low == got.mrr_ood).all() and (got.mrr_ood_high == got.mrr_ood).all()
     assert (got.mrr_all_low == got.mrr_all).all() and (got.mrr_all_high == got.mrr_all).all()
     assert got.set_index("scheme").mrr_ood.to_dict() == pytest.approx({"a": 1 / 2, "b": 1, "c": 1 / 3})
@@ -115,9 +115,9 @@ def test_bootstrap_is_degenerate_when_every_seed_agrees():
 def test_bootstrap_keeps_a_runs_eval_lengths_together():
     # a's seed 0 wins both OOD lengths, seed 1 loses both: a resample never mixes them
     df = _seeded({"a": [(0.5, 1.0, 1.0), (0.5, 0.0, 0.0)], "b": [(0.5, 0.5, 0.5)] * 2})
-    b = tables.leaderboard(df)
+    b = boards.leaderboard(df)
     schemes, cells, *_ = ranking._arrays(b)
-    x = ranking._bootstrap_scores(tables.primary(df), schemes, cells, reps=200, seed=0)
+    x = ranking._bootstrap_scores(boards.primary(df), schemes, cells, reps=200, seed=0)
     a, c64, c128 = schemes.index("a"), cells.index(("copy", 64)), cells.index(("copy", 128))
     assert np.array_equal(x[:, a, c64], x[:, a, c128]) and len(set(x[:, a, c64])) == 3
 
@@ -147,15 +147,15 @@ def test_a_loss_ranks_lowest_first_and_its_intervals_are_not_clipped_to_one():
             for s, values in (("alibi", (5.0, 5.4)), ("rope", (2.0, 2.2))) for seed, v in enumerate(values)
             for e in (32, 64)]
     df = frame(rows)
-    board = tables.leaderboard(df, "loss")
+    board = boards.leaderboard(df, "loss")
     cell = board[(board.scheme == "alibi") & (board.eval_len == 32)].iloc[0]
     assert cell["mean"] == pytest.approx(5.2) and (cell.ci_low, cell.ci_high) == pytest.approx((2.658759, 7.741241), abs=1e-6)
     wide = board[(board.scheme == "rope") & (board.eval_len == 32)].iloc[0]  # 2.1 - 1.270620 > 0: not clipped at 0
     assert (wide.ci_low, wide.ci_high) == pytest.approx((0.829380, 3.370620), abs=1e-6)
-    m = tables.mrr(board)
+    m = ranking.mrr(board)
     assert list(m.scheme) == ["rope", "alibi"] and list(m.mrr_ood) == [1.0, 0.5] and list(m.mrr_all) == [1.0, 0.5]
-    assert tables.scheme_order(board) == ["rope", "alibi"]
-    assert list(tables.mrr_intervals(tables.leaderboard(df, "loss"), tables.primary(df, "loss")).scheme) == ["rope", "alibi"]
+    assert boards.scheme_order(board) == ["rope", "alibi"]
+    assert list(ranking.mrr_intervals(boards.leaderboard(df, "loss"), boards.primary(df, "loss")).scheme) == ["rope", "alibi"]
     # a share still ranks highest first on the same board code
-    shares = tables.leaderboard(frame([{**r, "metric": "token_accuracy", "value": r["value"] / 10} for r in rows]))
-    assert list(tables.mrr(shares).scheme) == ["alibi", "rope"]
+    shares = boards.leaderboard(frame([{**r, "metric": "token_accuracy", "value": r["value"] / 10} for r in rows]))
+    assert list(ranking.mrr(shares).scheme) == ["alibi", "rope"]

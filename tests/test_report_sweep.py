@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import spec_for
 
 from suite.results import store
-from suite.report import code_status, render, tables
+from suite.report import boards, code_status, render
 from suite.report.sections import provenance, references
 from tests.test_report import _row, frame
 
@@ -21,17 +21,17 @@ def test_one_label_over_two_configs_stays_two_rows():
             _row("r10-1", "rope", 1, "copy", 32, 0.7, config="aaaaaa11", steps=10),
             _row("r20-0", "rope", 0, "copy", 32, 0.2, config="bbbbbb22", steps=20),
             _row("al-0", "alibi", 0, "copy", 32, 0.5)]
-    board = tables.leaderboard(frame(rows)).set_index("scheme")
+    board = boards.leaderboard(frame(rows)).set_index("scheme")
     assert sorted(board.index) == ["alibi", "rope [aaaaaa]", "rope [bbbbbb]"]
     assert board.loc["rope [aaaaaa]", "n"] == 2 and board.loc["rope [aaaaaa]", "mean"] == pytest.approx(0.8)
     assert board.loc["rope [bbbbbb]", "n"] == 1 and board.loc["rope [bbbbbb]", "mean"] == pytest.approx(0.2)
     # rows written before config_hash existed: the configuration columns tell the two apart
-    old = tables.leaderboard(frame(rows).assign(config_hash=None))
+    old = boards.leaderboard(frame(rows).assign(config_hash=None))
     assert sorted(old.n) == [1, 1, 2] and old.scheme.str.startswith("rope [").sum() == 2
     # one model per task: a config hash per task is still one scheme, one row per task
     per_task = [_row(f"r-{t}-{s}", "rope", s, t, 32, 0.5, config=f"cfg-{t}")
                 for t in ("copy", "reverse") for s in (0, 1)]
-    board = tables.leaderboard(frame(per_task))
+    board = boards.leaderboard(frame(per_task))
     assert list(board.scheme) == ["rope", "rope"] and list(board.n) == [2, 2]
 
 

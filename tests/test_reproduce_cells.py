@@ -16,7 +16,7 @@ from scipy import stats as scipy_stats
 
 from suite import reproduce
 from suite.files import result_path, write_json_atomic
-from suite.report import reproduction, stats, tables
+from suite.report import boards, reproduction, stats
 from suite.results import shipped, store
 from suite.run import execute
 from tests.conftest import make_spec
@@ -129,7 +129,7 @@ def test_cell_mode_reruns_every_seed_of_the_chosen_cells(runs, tmp_path, fake_re
     this fail."""
     args = publish(runs, tmp_path, lambda scheme, seed, n: 0.5)
     fake_rerun.value = lambda scheme, seed, n: 0.5
-    names = reproduction.cell_runs(tables.primary(store.load(store.shipped_path("c", tmp_path / "pub"))))
+    names = reproduction.cell_runs(boards.primary(store.load(store.shipped_path("c", tmp_path / "pub"))))
     assert list(names) == ["alibi/copy", "rope/copy"] and all(len(ids) == 3 for ids in names.values())
     for seed in (0, 1, 2, 3):
         fake_rerun.calls.clear()

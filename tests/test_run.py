@@ -1,6 +1,6 @@
 """End to end: Hydra config -> spec -> model -> train -> evaluate -> results store.
 
-Mutation check: in suite/results/metrics.py _reciprocal_rank, counting candidates with ll >= the gold's -> ll <=
+Mutation check: in suite/data/metrics.py _reciprocal_rank, counting candidates with ll >= the gold's -> ll <=
 makes test_rank_task_reports_reciprocal_rank_from_candidate_logliks fail; dropping "headline" from the rows
 RunLifecycle.store writes (suite/lifecycle.py) makes test_execute_writes_one_long_format_file_and_skips_when_rerun fail."""
 import json
@@ -16,7 +16,7 @@ import torch
 from tests import forked_cli
 from suite import files
 from suite.results import store
-from suite.report import tables
+from suite.report import boards
 from suite.model.lm import PosBenchLM
 from suite.model.position import SCHEMES
 from suite.run import execute
@@ -87,8 +87,8 @@ def test_learned_positions_past_a_short_table_are_unsupported(tmp_path):
     assert sorted(r["metric"] for r in at_2x) == ["exact_match", "loss", "token_accuracy"]
     assert {r["status"] for r in at_2x} == {"unsupported"} and all(math.isnan(r["value"]) for r in at_2x)
     assert all(r["status"] == "ok" for r in rows if r["eval_len"] == 16)
-    board = tables.leaderboard(store.load(path.parent))
-    assert tables.pivot(board, "copy").iloc[0, -1] == tables.EMPTY
+    board = boards.leaderboard(store.load(path.parent))
+    assert boards.pivot(board, "copy").iloc[0, -1] == boards.EMPTY
 
 
 class Interrupt(Exception):

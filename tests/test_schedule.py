@@ -26,7 +26,7 @@ Mutation checks (each made, watched failing, restored):
 * suite/training/loop.py, rebuilding the optimizer at the switch (``run.optimizer =
   build_optimizer(model, spec, run.device)`` when ``step == t.switch_steps()[0]``) makes
   test_the_optimizer_state_is_kept_across_the_switch fail;
-* suite/config/spec.py, ``schedule`` declared with ``default_factory=tuple`` (so the id keeps the
+* suite/config/run_spec.py, ``schedule`` declared with ``default_factory=tuple`` (so the id keeps the
   empty field) makes test_a_published_spec_rebuilds_to_its_stored_id fail; dropping the phase's
   ``position_cfg`` in suite/config/build.py ``_phase_from_dict`` makes test_the_schedule_is_in_the_run_id fail;
 * suite/config/codedigest.py pieces_of, leaving out the layers' ``earlier`` schemes makes

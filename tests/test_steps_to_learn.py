@@ -19,7 +19,7 @@ import math
 import pandas as pd
 import pytest
 
-from suite.report import render, tables
+from suite.report import boards, render
 from suite.report.sections import steps
 from suite.report.sections.mrr import mrr_display
 from suite.report.__main__ import main as report_main
@@ -45,7 +45,7 @@ def _load(tmp_path, runs, **kw):
 
 def test_steps_to_learn_by_hand_over_the_runs_that_learned(tmp_path, criterion_metrics):  # noqa: F811
     df = _load(tmp_path, STEP_RUNS, steps=200)
-    t = steps.steps_table(df, tables.primary(df)).set_index("scheme")
+    t = steps.steps_table(df, boards.primary(df)).set_index("scheme")
     # rope: 250, 375, 500 -> mean 375, sd 125, 375 ± t(0.975, 2) 4.3027 * 125 / sqrt(3) = 375 ± 310.517
     assert t.loc["rope", "mean"] == 375 and (t.loc["rope", "n"], t.loc["rope", "never"], t.loc["rope", "runs"]) == (3, 1, 4)
     assert (t.loc["rope", "ci_low"], t.loc["rope", "ci_high"]) == pytest.approx((64.483, 685.517), abs=1e-3)
@@ -120,7 +120,7 @@ def test_the_headline_mrr_ranks_learned_runs_only(tmp_path, criterion_metrics): 
     assert shown.loc["c", "MRR (OOD)"] == "-" and shown.loc["c", "MRR (OOD), every run"].startswith("0.50 [")
     assert shown.loc["a", "MRR (OOD), every run"].startswith("0.25 [")
     # the task's table still holds every run, with the mark
-    assert "c (1 of 1 not learned)" in tables.pivot(r["board"], "copy").index
+    assert "c (1 of 1 not learned)" in boards.pivot(r["board"], "copy").index
 
 
 def test_where_every_run_has_learned_both_mrrs_agree(tmp_path, criterion_metrics):  # noqa: F811

@@ -104,7 +104,7 @@ def test_valid_rows_of_every_kind_pass():
 
 
 def test_every_tasks_headline_metric_is_declared_with_a_direction():
-    from suite.results.metrics import METRICS
+    from suite.data.metrics import METRICS
     from tasks import TASKS
 
     for name, cls in TASKS.items():  # higher is better, or lower for natural text's bits per byte
@@ -165,19 +165,19 @@ def test_stored_rows_carry_the_smallest_window_and_the_smallest_chunk(tmp_path, 
 def test_a_run_records_the_numeric_signature_it_computed_under(tmp_path):
     import torch
 
-    from suite.results import numerics
-    from suite.report.render import provenance
+    from suite.results import signature
+    from suite.report.sections.provenance import provenance
     from suite.run import execute
     from tests.conftest import make_spec
 
-    sig = numerics.signature()
+    sig = signature.signature()
     assert sig["torch"] == torch.__version__ and sig["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert sig["threads"] == torch.get_num_threads() and sig["blas"] != ""
     path = execute(make_spec("train.steps=2", "eval.n_examples=2", "eval.multiples=[1]", "logger=none", "sweep_name=ns"),
                    results_dir=tmp_path, progress=False)
     assert store.read_run(path)["run"]["numeric"]["torch"] == torch.__version__
     df = store.load(path.parent)
-    assert df.numeric.unique().tolist() == [numerics.label(store.read_run(path)["run"]["numeric"])]
+    assert df.numeric.unique().tolist() == [signature.label(store.read_run(path)["run"]["numeric"])]
     assert provenance(df)["numeric signature (runs)"] == f"{df.numeric.iloc[0]} (1)"
-    assert numerics.label({"torch": "2.13.0", "blas": "mkl", "cpu_capability": "AVX2", "cpu": "AMD EPYC", "threads": 1,
+    assert signature.label({"torch": "2.13.0", "blas": "mkl", "cpu_capability": "AVX2", "cpu": "AMD EPYC", "threads": 1,
                            "pins": {"MKL_CBWR": "COMPATIBLE"}}) == "torch 2.13.0, mkl, AVX2, AMD EPYC, 1 thread, MKL_CBWR=COMPATIBLE"

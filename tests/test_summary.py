@@ -93,3 +93,22 @@ def test_csv_and_json_are_one_choice(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         main([str(folder), "--csv", "--json"])
     assert exit_.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+
+
+def test_full_attention_and_a_window_are_two_rows_with_their_runs_and_not_learned():
+    """alibi with full attention (seed 1 has not learned copy: token accuracy 0.4 at L) and alibi
+    with a sliding window of 16, two seeds each, are two configurations on every row.
+    Mutation check: ``primary`` in suite/report/boards.py labelling every uniform scheme by its
+    positions alone (its span dropped from ``scheme_label``) makes this fail."""
+    from tests.test_report import frame
+
+    rows = []
+    for seed, acc in ((0, 1.0), (1, 0.4)):
+        rows.append(_row(f"alibi-full-s{seed}", "alibi", seed, "copy", 32, acc, config="full"))
+    for seed in (0, 1):
+        rows.append({**_row(f"alibi-swa-s{seed}", "alibi", seed, "copy", 32, 0.95, config="swa"), "spans": "swa",
+                     "window": 16})
+    table = summary_table(frame(rows))  # without stored specs a configuration is named by its hash: 'alibi [full]'
+    full, window = (table[table.scheme.str.startswith(label)].iloc[0] for label in ("alibi [", "alibi swa w=16"))
+    assert len(table) == 2 and (full["mean"], window["mean"]) == (pytest.approx(0.7), pytest.approx(0.95))
+    assert (full.runs, full.not_learned, window.runs, window.not_learned) == (2, 1, 2, 0)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from suite.results.metrics import METRICS
+from suite.data.metrics import METRICS
 from tasks import TASKS
 from tasks.base import Task
 

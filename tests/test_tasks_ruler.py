@@ -236,8 +236,8 @@ def test_rank_gold_candidate_is_the_needle_value(length):
 
 
 def test_rank_reciprocal_rank_counts_ties_against_the_gold():
-    """Mutation check: ``>=`` -> ``>`` in the reciprocal_rank metric (suite/results/metrics.py) makes this fail."""
-    from suite.results.metrics import Evidence, metric
+    """Mutation check: ``>=`` -> ``>`` in the reciprocal_rank metric (suite/data/metrics.py) makes this fail."""
+    from suite.data.metrics import Evidence, metric
 
     ex = make("rank", 32, seed=1)
     g = ex.meta["gold"]

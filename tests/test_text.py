@@ -264,18 +264,19 @@ def test_the_board_ranks_bits_per_byte_lowest_first_with_no_effective_length():
     direction: the MRR puts the lower scheme first, and effective length (a threshold on a score
     where higher is better) does not apply to it.
 
-    Mutation check: declaring bits_per_byte higher-is-better in suite/results/metrics.py makes this fail."""
-    from suite.report import tables
+    Mutation check: declaring bits_per_byte higher-is-better in suite/data/metrics.py makes this fail."""
+    from suite.report import boards, ranking
+    from suite.report.sections import effective_length
     from tests.test_report import _row, frame
 
     rows = [_row(f"{s}-{seed}", s, seed, "code", e, v + 0.1 * seed + (0.5 if e == 64 else 0.0), metric="bits_per_byte")
             for s, v in (("alibi", 2.0), ("rope", 3.0)) for seed in (0, 1) for e in (32, 64)]
     df = frame(rows)
     assert set(df.headline) == {"bits_per_byte"} and set(df.higher_is_better) == {False}
-    board = tables.leaderboard(df)
-    m = tables.mrr(board)
+    board = boards.leaderboard(df)
+    m = ranking.mrr(board)
     assert list(m.scheme) == ["alibi", "rope"] and list(m.mrr_ood) == [1.0, 0.5]
-    assert tables.effective_length(board).empty
+    assert effective_length.effective_length(board).empty
 
 
 def _sweep(name, *overrides):
@@ -322,8 +323,9 @@ def test_the_report_says_effective_length_does_not_apply_to_bits_per_byte():
 
     Mutation check: ``effective_note`` returning '' (or naming the tasks that have a column) in
     suite/report/render.py makes this fail."""
-    from suite.report import tables
-    from suite.report.render import effective_note
+    from suite.report import boards
+    from suite.report.sections.effective_length import note as effective_note
+    from suite.report.sections import effective_length
     from tests.test_report import _row, frame
 
     text = [_row(f"{s}-{seed}", s, seed, "code", e, v + 0.1 * seed, metric="bits_per_byte")
@@ -332,8 +334,8 @@ def test_the_report_says_effective_length_does_not_apply_to_bits_per_byte():
             for s, v in (("alibi", 0.95), ("rope", 0.9)) for seed in (0, 1) for e in (32, 64)]
     for rows, expected in ((text, "every task of this board (code) is scored by one where lower is better"),
                            (text + copy, "Not applicable to code: scored by a metric where lower is better.")):
-        board = tables.leaderboard(frame(rows))
-        r = {"tasks": sorted(board.task.unique()), "effective": tables.effective_length(board)}
+        board = boards.leaderboard(frame(rows))
+        r = {"tasks": sorted(board.task.unique()), "effective": effective_length.effective_length(board)}
         assert expected in effective_note(r)
-    board = tables.leaderboard(frame(copy))
-    assert effective_note({"tasks": ["copy"], "effective": tables.effective_length(board)}) == ""
+    board = boards.leaderboard(frame(copy))
+    assert effective_note({"tasks": ["copy"], "effective": effective_length.effective_length(board)}) == ""

@@ -3,7 +3,7 @@
 Writes ``reports/perf/bench.csv`` and ``reports/perf/index.md``:
 
 * the step a sweep runs (``suite.training.loop.train``, default-sweep tasks and lengths, one thread) with
-  PosBench's model and with a same-shape Hugging Face ``LlamaForCausalLM`` (``suite.bench.step``);
+  PosBench's model and with a same-shape Hugging Face ``LlamaForCausalLM`` (``suite.bench.step_vs_llama``);
 * training tokens/s for scheme x span on ``tiny`` and ``small``: PosBench's fast path, its
   reference path, and (RoPE, full attention) the same HF Llama, in a bare step, with the ratios;
 * evaluation time and peak memory against length (batch 1, ``small``) for full, sliding-window and
@@ -26,7 +26,7 @@ import torch
 
 from suite.commandline import check_output, command, parser
 from suite.model.attention import Context
-from suite.bench.step import hf_llama, optimizer_rows, sweep_level_rows, sweep_step_rows
+from suite.bench.step_vs_llama import hf_llama, optimizer_rows, sweep_level_rows, sweep_step_rows
 from suite.config.compose import compose_config
 from suite.model.lm import PosBenchLM
 from suite.config.build import build

@@ -145,7 +145,7 @@ def _final_scores(payload: dict) -> dict[str, tuple[str, float]]:
 def _line(payload: dict, task: str) -> float:
     """The score a check of ``task`` had to reach: the record's line (``LEARNED_AT``) times the best
     value of the task's headline metric, as the run stored it; NaN when the rows do not name it."""
-    from suite.results.metrics import metric
+    from suite.data.metrics import metric
 
     headline = next((r.get("headline") for r in payload["rows"] if r.get("task") == task and r.get("headline")), None)
     try:
@@ -323,7 +323,7 @@ def figure(found: list[Curve], title: str):
     import matplotlib.pyplot as plt
 
     from suite.report.styles import style_map
-    from suite.results.learned import LEARNED_AT
+    from suite.data.metrics import LEARNED_AT
 
     looks = style_map([c.label for c in found])
     legend_rows = max(1, math.ceil(len(found) / 3))
@@ -394,7 +394,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.commands.cu
     print("in-distribution score: each task's headline metric at the training length, measured once, at the end "
           "of training (a point at the last step, not a curve)")
     if any(c.checks for c in found):
-        from suite.results.learned import LEARNED_AT
+        from suite.data.metrics import LEARNED_AT
 
         print(f"runs trained to criterion: the plot draws the check score (each task's headline metric at the "
               f"training length on the check set, drawn apart from the eval set) at each check, with the learned line "

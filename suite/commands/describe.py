@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.commands.de
 def judged_tasks(spec) -> list[str]:
     """The run's tasks whose headline metric has a learned line (bounded, higher is better): the
     tasks a run trained to criterion checks."""
-    from suite.results.metrics import metric
+    from suite.data.metrics import metric
 
     return [t.name for t in spec.tasks if metric(t.build().primary_metric).judged]
 
@@ -80,7 +80,7 @@ def checks_made(train) -> int:
 def training_line(spec, judged: list[str]) -> str:
     """'training: 1750 steps, trained on to at most 7000 steps until the check passes (...)', or
     'training: 1750 steps, a fixed budget (...)', for the tasks with a learned line ``judged``."""
-    from suite.results.learned import LEARNED_AT
+    from suite.data.metrics import LEARNED_AT
 
     t = spec.train
     if not t.until_learned:

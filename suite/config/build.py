@@ -1,7 +1,7 @@
 """The only reader of the raw Hydra config: validate it and freeze it into a hashed run spec.
 
 A run is (model spec, training recipe, task, evaluation grid, seed): the frozen classes of
-``suite/model/spec.py`` and ``suite/config/spec.py``. Its id is a hash of that resolved spec, so
+``suite/model/spec.py`` and ``suite/config/run_spec.py``. Its id is a hash of that resolved spec, so
 the same spec is the same run and a re-run sweep can skip finished work. Every mistake is
 reported before any training, naming the bad value and the valid choices.
 """
@@ -21,7 +21,7 @@ from omegaconf.errors import OmegaConfBaseException
 from suite.config import schema
 from suite.config.codedigest import code_digest, pieces_of
 from suite.config.compose import CONF_DIR
-from suite.config.spec import CHANGES, PHASE_KEYS, EvalSpec, Phase, RunSpec, TaskSpec, TrainSpec, eval_length, switch_step
+from suite.config.run_spec import CHANGES, PHASE_KEYS, EvalSpec, Phase, RunSpec, TaskSpec, TrainSpec, eval_length, switch_step
 from suite.files import sweep_name_problem
 from suite.model.mixer import MIXERS
 from suite.model.position import SCHEMES

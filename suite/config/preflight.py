@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 from suite.config.build import build, check_tasks_fit
 from suite.commandline import output_problem
 from suite.config.resources import GIB, ResourceError, available_bytes, check_device, check_memory
-from suite.config.spec import RunSpec
+from suite.config.run_spec import RunSpec
 
 # host memory one probe example holds per token, generously: a Python int in a list, and numpy
 # arrays of the same length the generators draw from

@@ -46,7 +46,7 @@ from suite.model.mixer import MIXERS
 from suite.model.position import SCHEMES, PositionScheme
 from suite.model.position.base import Dims
 from suite.model.span import SPANS
-from suite.config.spec import RunSpec
+from suite.config.run_spec import RunSpec
 from suite.files import sweep_dir
 
 GIB = 2 ** 30

@@ -3,7 +3,7 @@ layer-pattern and task-set option with its type, default and valid range.
 
 The ``model``, ``train`` and ``eval`` groups are derived from the frozen specs that hold those
 options (``ModelSpec`` in ``suite/model/spec.py``, ``TrainSpec`` and ``EvalSpec`` in
-``suite/config/spec.py``), where each option is declared once; the other groups are declared
+``suite/config/run_spec.py``), where each option is declared once; the other groups are declared
 here. The dataclasses are Hydra structured configs (registered in the ConfigStore as
 ``posbench_schema``, the first entry of ``conf/config.yaml``'s defaults list), so Hydra rejects
 a value of the wrong type or an unknown key while it composes, naming the full key. The YAML
@@ -35,7 +35,7 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
-from suite.config.spec import EvalSpec, TrainSpec
+from suite.config.run_spec import EvalSpec, TrainSpec
 from suite.model.mixer import MIXERS
 from suite.model.position import SCHEMES
 from suite.model.span import SPANS

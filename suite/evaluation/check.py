@@ -22,7 +22,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from suite.config.spec import RunSpec
+from suite.config.run_spec import RunSpec
 from suite.evaluation.evalsets import generate
 from suite.evaluation.evaluate import score_examples
 from suite.evaluation.slices import ALL

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from suite.config.spec import RunSpec
+from suite.config.run_spec import RunSpec
 from suite.data.batch import collate
 from suite.evaluation.evalcache import eval_set
 from suite.evaluation.slices import format_slice

@@ -6,7 +6,7 @@ exact match equals greedy decoding: a greedy decoder produces the gold span exac
 teacher-forced argmax in it is right. Each example's ``Evidence`` (its predictions, every
 position's next-token loss, a ranking task's candidate log-likelihoods, the training length) goes
 to each metric the task names (``Task.metrics``); the metric object computes its value and
-combines the examples (``suite.results.metrics``: exact match, RULER's string_match_all/part,
+combines the examples (``suite.data.metrics``: exact match, RULER's string_match_all/part,
 token accuracy, answer loss, reciprocal rank, bits per byte). Per-example slices (needle depth,
 number of keys, distance) of the metrics averaged over examples become extra rows. A length a
 scheme cannot represent yields ``unsupported`` rows instead of a crash.
@@ -23,10 +23,10 @@ import torch
 
 from suite.evaluation.evalcache import eval_set
 from suite.model.position import LengthUnsupported
-from suite.config.spec import RunSpec
+from suite.config.run_spec import RunSpec
 from suite.data.batch import collate, next_token_loss
 from suite.evaluation.slices import ALL, format_slice
-from suite.results.metrics import CANDIDATES, MEAN, PREDICTIONS, Evidence, Metric, metric
+from suite.data.metrics import CANDIDATES, MEAN, PREDICTIONS, Evidence, Metric, metric
 
 
 def candidate_logliks(logprobs: torch.Tensor, ex) -> list[float]:

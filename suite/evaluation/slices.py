@@ -3,7 +3,7 @@
 A row's ``slice`` column is ``all`` (the whole evaluation set) or comma-joined ``key=value``
 fields in a fixed order, e.g. ``depth=0.4`` (a task's per-example slice, ``suite.evaluation.evaluate``) or
 ``at=init,layer=2,site=resid_out,lag=8`` (a diagnostic, ``suite.evaluation.diagnostics``). Builders write
-slices with ``format_slice`` and readers (``suite.report.tables``, ``suite.commands.diagnose``) read them
+slices with ``format_slice`` and readers (``suite.report.boards``, ``suite.commands.diagnose``) read them
 with ``parse_slice``, so a field means the same thing wherever it is read.
 
 Values are written as an f-string writes them (``str`` for strings, ints and floats) and read

@@ -4,7 +4,7 @@ capped at each document's answer length.
 ``PosBenchTask`` is lm-eval's ``ConfigurableTask`` (the YAML's ``class:``) with these additions:
 
 * **Metric directions from the suite's declarations.** The templates name each metric and its
-  aggregation; its ``higher_is_better`` comes from ``suite.results.metrics`` (lm-eval's own
+  aggregation; its ``higher_is_better`` comes from ``suite.data.metrics`` (lm-eval's own
   ``acc`` from lm-eval's registry), so a direction is written once.
 
 * **A filter per length.** After the documents are built it sets ``filter_list`` to one filter
@@ -38,7 +38,7 @@ from lm_eval.api.instance import Instance
 from lm_eval.api.registry import is_higher_better, register_filter
 from lm_eval.api.task import ConfigurableTask
 
-from suite.results.metrics import METRICS
+from suite.data.metrics import METRICS
 
 LENGTH_FILTER = "posbench_length"
 
@@ -81,7 +81,7 @@ def token_requests(doc: dict, ctx: str, delimiter: str, metadata, first: int) ->
 
 
 def with_directions(metric_list: list[dict] | None) -> list[dict] | None:
-    """``metric_list`` with each metric's ``higher_is_better`` as ``suite.results.metrics`` declares
+    """``metric_list`` with each metric's ``higher_is_better`` as ``suite.data.metrics`` declares
     it, or lm-eval's registry for a metric of lm-eval's own (``acc``); a metric with neither is an error."""
     if metric_list is None:
         return None
@@ -90,7 +90,7 @@ def with_directions(metric_list: list[dict] | None) -> list[dict] | None:
         name = entry["metric"]
         higher = METRICS[name].higher_is_better if name in METRICS else is_higher_better(name)
         if higher is None:
-            raise ValueError(f"lm-eval metric {name!r} has no direction: declare it in suite/results/metrics.py")
+            raise ValueError(f"lm-eval metric {name!r} has no direction: declare it in suite/data/metrics.py")
         out.append({**entry, "higher_is_better": higher})
     return out
 

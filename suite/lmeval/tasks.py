@@ -40,9 +40,9 @@ import datasets
 from suite.evaluation.evalsets import generate
 from suite.config.schema import EvalConf
 from suite.config.build import task_spec
-from suite.config.spec import EXAMPLES_MAX, TaskSpec
+from suite.config.run_spec import EXAMPLES_MAX, TaskSpec
 from suite.options import COUNT_MAX, LENGTH_MAX
-from suite.results.metrics import Evidence, metric
+from suite.data.metrics import Evidence, metric
 from tasks import TASKS
 from tasks.base import BOS_ID, EOS_ID, VOCAB, Example, decode
 from tasks.text import decode_bytes
@@ -192,7 +192,7 @@ def process_results_tokens(doc: dict, results: list) -> dict:
 
 def pooled(items: list[tuple[int, int]]) -> float:
     """Right tokens over scored tokens, pooled over the documents: the suite's token accuracy, as
-    its metric object combines the examples' (right, scored) pairs (``suite.results.metrics``)."""
+    its metric object combines the examples' (right, scored) pairs (``suite.data.metrics``)."""
     return metric("token_accuracy").combine(items)
 
 

@@ -40,7 +40,7 @@ from suite.config import schema
 from suite.config.compose import CONF_DIR
 from suite.lmeval.tasks import example_docs
 from suite.config.build import task_spec
-from suite.results.metrics import CANDIDATES, metric
+from suite.data.metrics import CANDIDATES, metric
 from tasks import TASKS
 
 TEMPLATES = Path(__file__).resolve().parent / "yaml"

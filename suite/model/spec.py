@@ -5,7 +5,7 @@ trains with RoPE, then without) lists the schemes of the schedule's earlier phas
 one per phase in order; its ``position`` is the last phase's, the one it is evaluated with. The
 model holds every phase's scheme from the start and uses the one of the phase it is set to
 (``PosBenchLM.set_phase``); which phase a training step is in is the recipe's
-(``suite.config.spec.TrainSpec.phase_at``).
+(``suite.config.run_spec.TrainSpec.phase_at``).
 
 The model never reads config; the configuration stage (``suite/config/build.py``) builds this
 spec. The size options are declared here once, with their rules (``suite.options.option``); the

@@ -3,11 +3,11 @@
 Everything ranks from what the rows store (``suite.results.store``): each task's ``headline``
 metric and each metric's direction (``higher_is_better``), range (``low``, ``high``) and ``share``
 flag, so a board needs neither the task code nor today's metric declarations; ``metric_of`` gives
-the metric a board row declares (``suite.results.metrics.stored``).
+the metric a board row declares (``suite.data.metrics.stored``).
 
 * ``primary``: the headline rows of every run, with the scheme label (``scheme_label``, split by
   the settings that tell configurations apart, ``labels.split_labels``) and whether the run has
-  learned its task (``suite.results.learned``).
+  learned its task (``suite.results.has_learned``).
 * ``board_of`` / ``leaderboard``: per scheme x task x eval length, the mean over seeds of the
   task's headline metric with a 95 % interval (Student-t over seeds; Wilson over examples for a
   single seed). A cell holds only runs that share ``config_hash`` (identical except for the seed).
@@ -26,8 +26,8 @@ import pandas as pd
 from suite.evaluation.slices import parse_slice
 from suite.model.span_kinds import KINDS
 from suite.report import labels, stats
-from suite.results.learned import check_rows, learned, learned_mark
-from suite.results.metrics import Metric, stored
+from suite.results.has_learned import check_rows, learned, learned_mark
+from suite.data.metrics import Metric, stored
 from suite.results.store import DECLARED
 
 # what a run's configuration is made of, for rows written before ``config_hash`` existed
@@ -43,7 +43,7 @@ UNDECLARED = {"metric": "", "higher_is_better": True, "low": 0.0, "high": 1.0, "
 
 def metric_of(row) -> Metric:
     """The metric a board row (a Series, a dict or a named tuple) declares, as it stored it
-    (``suite.results.metrics.stored``: its name, direction, range and share flag); a column the
+    (``suite.data.metrics.stored``: its name, direction, range and share flag); a column the
     board lacks takes ``UNDECLARED``'s value."""
     get = row.get if hasattr(row, "get") else lambda key, default: getattr(row, key, default)
     return stored(*(get(key, default) for key, default in UNDECLARED.items()))

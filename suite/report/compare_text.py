@@ -11,7 +11,7 @@ from collections import Counter
 import pandas as pd
 
 from suite.report.difference import VERDICTS
-from suite.results.learned import learned_mark
+from suite.results.has_learned import learned_mark
 
 WIDTH = 120
 GAP = "  "
@@ -53,7 +53,7 @@ def _lines(header: list[str], rows: list[list[str]], left: set[int]) -> list[str
 
 def not_learned_marks(row, letters_of: dict[str, str]) -> str:
     """' (A: 1 of 3 not learned)': the not-learned mark of each source whose runs of the cell's
-    row include one that did not learn its task at L (``suite.results.learned.learned_mark``)."""
+    row include one that did not learn its task at L (``suite.results.has_learned.learned_mark``)."""
     marks = [f"{letter}: {learned_mark(row[f'not_learned [{s}]'], row[f'runs [{s}]']).strip(' ()')}"
              for s, letter in letters_of.items() if row.get(f"not_learned [{s}]", 0) > 0]
     return f" ({'; '.join(marks)})" if marks else ""

@@ -3,11 +3,11 @@
 out-of-distribution cells (their headline) and over all cells.
 
 * ``tie_ranks``: the one notion of a tie: two means closer than their metric's tie margin
-  (``suite.results.metrics.Metric.tie_margin``) are tied, here as in the power section.
+  (``suite.data.metrics.Metric.tie_margin``) are tied, here as in the power section.
 * ``mrr``: the MRR of a board's cell means; ``mrr_intervals``: with a percentile bootstrap
   interval that resamples each (scheme, task)'s seeds (``mrr_replicates``).
 * ``mrr_learned``: the headline MRR table, over the runs that have learned their task
-  (``suite.results.learned``), with the MRR over every run beside it.
+  (``suite.results.has_learned``), with the MRR over every run beside it.
 
 Each cell is ranked by the metric its rows declare (``boards.metric_of``): ``Metric.sign`` makes a
 better score larger (a loss counts negated).
@@ -19,7 +19,7 @@ import pandas as pd
 
 from suite.report import boards, stats
 from suite.report.choices import TIE_RULES
-from suite.results.metrics import TIED_BELOW
+from suite.data.metrics import TIED_BELOW
 
 BOOTSTRAP_REPS = 1000
 BOOTSTRAP_SEED = 0

@@ -21,10 +21,8 @@ from suite.report.choices import EFFECTIVE_AT
 from suite.report.context import Context
 from suite.report.plots import Plot
 from suite.report.sections import Section, ordered
-from suite.report.sections.effective_length import note as effective_note
-from suite.report.sections.provenance import provenance
 
-__all__ = ["Report", "build", "effective_note", "html_page", "markdown", "provenance", "save", "write"]
+__all__ = ["Report", "build", "html_page", "markdown", "save", "write"]
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@
   is a rank statistic with a ceiling, whose replicates can all fall to one side of the point
   (a scheme that wins nearly every cell can only lose ranks when seeds are resampled).
 
-Intervals are clipped to the metric's range (``suite.results.metrics``): [0, 1] for a share,
+Intervals are clipped to the metric's range (``suite.data.metrics``): [0, 1] for a share,
 [0, inf) for a loss; ``bounds`` gives it, [0, 1] by default.
 """
 from __future__ import annotations

@@ -4,7 +4,7 @@ labelled as the report labels it, task and eval length, on each task's headline 
 mean over seeds and its 95 % interval ('5.71 (n=1)' for a cell without one), the number of runs
 behind it (n=5) and how many of them have not learned the task (the mark the report's tables
 carry: a run trained to criterion by its check score, any other by its score at the training length,
-``suite.results.learned``). ``--csv`` / ``--json`` write the same table machine-readably to stdout
+``suite.results.has_learned``). ``--csv`` / ``--json`` write the same table machine-readably to stdout
 (the columns of ``leaderboard.csv`` and ``runs``; JSON: one object per cell, null for no number).
 Exits 1 when there is nothing to show, 2 on a folder or ``--metric`` that cannot be one
 (``suite.results.store.read_source``, ``suite.report.choices``)."""

@@ -12,7 +12,7 @@ from functools import lru_cache
 
 from suite.config.compose import CONF_DIR
 from suite.model.span import KINDS
-from suite.config.spec import RunSpec
+from suite.config.run_spec import RunSpec
 
 
 @lru_cache(maxsize=1)

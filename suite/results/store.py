@@ -20,7 +20,7 @@ lm-eval, diagnose, reproduce and unpack all ask it.
 
 Each row carries what a reader needs without the code: its task's ``headline`` metric, and its
 metric's declaration (``DECLARED``: direction, range, whether it is a share of examples), which
-``write_run`` copies from ``suite.results.metrics``. Rows stored before rows carried them are
+``write_run`` copies from ``suite.data.metrics``. Rows stored before rows carried them are
 completed when read (``described``), from today's declarations.
 """
 from __future__ import annotations
@@ -31,18 +31,17 @@ import io
 import json
 import math
 import re
-import sys
 import warnings
 from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
 
-from suite.commandline import Refused, command, parser
+from suite.commandline import Refused
 from suite.files import read_regular, result_path, write_json_atomic
 from suite.registry import package_modules
 from suite.model.span_kinds import KINDS
-from suite.results.metrics import METRICS
+from suite.data.metrics import METRICS
 
 COLUMNS = [
     "run_id", "sweep", "spec_hash", "config_hash", "code_digest", "git_sha", "seed", "model", "n_layers", "d_model", "n_heads",
@@ -50,7 +49,7 @@ COLUMNS = [
     "slice", "metric", "value", "n", "status", "wall_s", "timestamp", "eval_set",
     "headline", "higher_is_better", "low", "high", "share",
 ]
-DECLARED = ("higher_is_better", "low", "high", "share")  # a metric's declaration (suite.results.metrics), in each row
+DECLARED = ("higher_is_better", "low", "high", "share")  # a metric's declaration (suite.data.metrics), in each row
 TASKS_DIR = Path(__file__).resolve().parents[2] / "tasks"
 SCHEMA = "posbench.run/1"
 STATUSES = ("ok", "diverged", "unsupported")
@@ -62,7 +61,7 @@ PUBLISHED = "published"  # the folder of shipped files
 
 
 def declaration(metric: str) -> dict:
-    """The ``DECLARED`` fields of ``metric`` as ``suite.results.metrics`` declares it ({} if unknown)."""
+    """The ``DECLARED`` fields of ``metric`` as ``suite.data.metrics`` declares it ({} if unknown)."""
     m = METRICS.get(metric)
     return {} if m is None else {"higher_is_better": m.higher_is_better, "low": m.low, "high": m.high, "share": m.share}
 
@@ -177,7 +176,7 @@ IDENTITY = ("run_id", "sweep", "config_hash", "spec_hash", "seed", "model", "pat
 def row_problem(row) -> str | None:
     """What makes a stored row impossible, or None: a missing key or identity column, a value
     that is not a number, an unknown metric or status, a value outside its metric's range
-    (``suite.results.metrics``), NaN in a run that is ok, a share counted over no example, an
+    (``suite.data.metrics``), NaN in a run that is ok, a share counted over no example, an
     eval length that is not a positive whole number, or a badly typed seed, n or wall time."""
     if not isinstance(row, dict):
         return f"a row is a {type(row).__name__}, not an object"
@@ -221,8 +220,8 @@ def row_problem(row) -> str | None:
 def run_problem(payload: dict) -> str | None:
     """What makes a run file's rows disagree with its own spec, or None: every row's task is one
     of the run's tasks, and its eval length is the training length or one of the run's eval
-    lengths (``suite.config.spec.eval_length``), with ``len_ratio`` = eval_len / train_len."""
-    from suite.config.spec import eval_length
+    lengths (``suite.config.run_spec.eval_length``), with ``len_ratio`` = eval_len / train_len."""
+    from suite.config.run_spec import eval_length
 
     run = payload.get("run")
     if not isinstance(run, dict):
@@ -308,7 +307,7 @@ def verified_run(path: str | Path, run_id: str | None = None, spec_hash: str | N
 
 
 def numeric_label(sig: dict) -> str:
-    from suite.results.numerics import label
+    from suite.results.signature import label
 
     return label(sig)
 
@@ -430,7 +429,7 @@ def task_headlines(folder: Path = TASKS_DIR) -> dict[str, str]:
 
 def described(rows: list[dict], where="") -> list[dict]:
     """``rows`` with the fields rows stored before they carried them lack (``headline``,
-    ``DECLARED``; absent or null) filled from today's declarations: each metric's from ``suite.results.metrics``,
+    ``DECLARED``; absent or null) filled from today's declarations: each metric's from ``suite.data.metrics``,
     each task's headline from its class (``task_headlines``). Rows of a task this checkout lacks
     keep no headline, so they rank on no board, and the task is named in a warning."""
     out, unknown = [], set()
@@ -452,7 +451,7 @@ def load(path: str | Path) -> pd.DataFrame:
     """All rows of the run files under ``path`` (a sweep folder, a whole results folder, or a
     sweep's shipped rows, ``published/<sweep>.jsonl.gz``), each with a ``spec`` column, its run's
     stored spec as JSON (the report names configurations by it), and a ``numeric`` column, the
-    label of the machine's numeric signature (``suite.results.numerics``).
+    label of the machine's numeric signature (``suite.results.signature``).
 
     Rows stored before rows carried their headline metric and metric declarations get them from
     today's declarations (``described``). Every file that does not count as stored
@@ -481,68 +480,3 @@ def frame(found: list[tuple[Path, dict]]) -> pd.DataFrame:
 def load_empty() -> pd.DataFrame:
     """The frame ``load`` returns for a place with no results."""
     return pd.DataFrame(columns=[*COLUMNS, "spec", "numeric"])
-
-
-SUMMARY_INDEX = ["task", "pattern", "positions", "spans", *KINDS]  # a row of the store's table: one configuration
-NO_SIZE = "-"  # a span-kind column of a layer stack without that kind (full attention has no window)
-
-
-def _size_order(size: str) -> int:
-    """Sizes in numeric order (4, 8, 16), none first."""
-    return -1 if size == NO_SIZE else int(size)
-
-
-def summary(df: pd.DataFrame, metric: str = "exact_match") -> pd.DataFrame:
-    """Mean ``metric`` over seeds by (task, pattern, positions, spans, and each span kind's size)
-    x eval length, NaN where not ok, so full attention and a window of 16 are never one row (and
-    where these still leave two configurations in one row, by ``config_hash`` too); then
-    ``runs`` (how many runs each row averages) and ``not learned`` (how many of them have not
-    learned the task, ``suite.results.learned``: their check score, else their headline at the
-    training length, below the line)."""
-    from suite.results.learned import check_rows, headline_rows, learned
-
-    sized = df.assign(**{k: df[k].map(lambda v: NO_SIZE if v is None or pd.isna(v) else str(int(v))) for k in KINDS})
-    d = sized[(sized.metric == metric) & (sized.slice == "all")].copy()
-    if d.empty:
-        return pd.DataFrame()
-    d.loc[d.status != "ok", "value"] = float("nan")
-    index = SUMMARY_INDEX + (["config_hash"] if d.groupby(SUMMARY_INDEX).config_hash.nunique().max() > 1 else [])
-    table = d.groupby([*index, "eval_len"]).value.mean().unstack("eval_len")
-    table = table.sort_index(key=lambda level: level.map(_size_order) if level.name in KINDS else level)
-    table.columns = [int(c) for c in table.columns]
-    runs = d.drop_duplicates(["run_id", "task"])[[*index, "run_id"]]
-    runs = runs.join(learned(headline_rows(df), check_rows(df)).rename("learned"), on=["run_id", "task"])
-    runs["missed"] = runs.learned.eq(False)  # a run with no headline row is not judged
-    counts = runs.groupby(index).agg(runs=("run_id", "size"), missed=("missed", "sum")).reindex(table.index)
-    table["runs"] = [f"n={n}" for n in counts.runs]
-    table["not learned"] = [str(int(k)) if k else "" for k in counts.missed]
-    return table
-
-
-@command
-def main(argv: list[str] | None = None) -> int:
-    """``python -m suite.results.store [source]``: exact match by configuration (scheme, pattern,
-    span and its sizes) and eval length of a results folder or a shipped
-    ``published/<sweep>.jsonl.gz``, with each row's run count and not-learned count; exits 1 when it holds no results,
-    2 when it is neither (``source_problem``)."""
-    p = parser("python -m suite.results.store", "Print exact match by scheme and eval length for a results folder "
-                                                 "or a shipped file.")
-    p.add_argument("folder", nargs="?", default="results",
-                   help="a sweep folder, a whole results folder, or a shipped published/<sweep>.jsonl.gz")
-    folder = p.parse_args(argv).folder
-    from suite.results.learned import LEARNED_AT
-
-    frame = read_source(p.prog, "folder", folder)
-    table = summary(frame)
-    if table.empty:
-        raise Refused(f"no exact_match rows under {folder} (its runs store other metrics: "
-                      f"{', '.join(sorted(set(frame.metric)))})", 1)
-    print(f"exact match by eval length, mean over seeds ({frame.run_id.nunique()} runs in {folder}); runs: how "
-          f"many runs a row averages; not learned: how many of them score below {LEARNED_AT} of their task's "
-          "headline on their check set (a run trained to criterion), else on the eval set at the training length:")
-    print(table.round(3).to_string())
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -32,7 +32,7 @@ from suite.training import distributed
 from suite.data.batch import make_batch
 from suite.training.checkpoint import resume, save_checkpoint
 from suite.training.step import train_step
-from suite.config.spec import RunSpec
+from suite.config.run_spec import RunSpec
 from tasks.base import PAD_ID
 
 

@@ -7,7 +7,7 @@ causal masking alone carrying order, and generalizes zero-shot past its training
 inference a temperature beta = 1 + c * ln(C_test / C_train) multiplies the attention logits.
 
 In PosBench the drop is a schedule, not this scheme: ``conf/arch/drope.yaml`` trains RoPE until
-``train.schedule[0].until`` of the steps and this scheme after it (``suite.config.spec.Phase``).
+``train.schedule[0].until`` of the steps and this scheme after it (``suite.config.run_spec.Phase``).
 This scheme is the dropped model: NoPE plus the temperature.
 
 * Where beta acts: on the logits, q·k / sqrt(d) times beta, applied here as the per-query

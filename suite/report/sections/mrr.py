@@ -12,7 +12,7 @@ from suite.report.blocks import Heading, Paragraph, Table
 from suite.report.boards import EMPTY
 from suite.report.ranking import BOOTSTRAP_REPS, BOOTSTRAP_SEED
 from suite.report.sections.base import Section
-from suite.results.metrics import LEARNED_AT, TIED_BELOW
+from suite.data.metrics import LEARNED_AT, TIED_BELOW
 
 MRR_CSV = ["scheme", "mrr_ood", "mrr_ood_low", "mrr_ood_high", "mrr_all", "mrr_all_low", "mrr_all_high",
            "cells_ood", "cells_all", "mrr_ood_every_run", "mrr_ood_every_run_low", "mrr_ood_every_run_high",

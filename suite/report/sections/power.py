@@ -1,7 +1,7 @@
 """Power: how much the sweep can tell schemes apart. Per task, the spread between the best and
 the worst scheme at the first length beyond training, the half-width of the cells' 95 % intervals
 there, the cells in which every scheme ties (best minus worst below the metric's tie margin, the
-MRR's rule, ``suite.results.metrics.Metric.tie_margin``), and the runs that have not learned the
+MRR's rule, ``suite.data.metrics.Metric.tie_margin``), and the runs that have not learned the
 task. power.csv holds the table."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pandas as pd
 from suite.report.blocks import Heading, Paragraph, Table
 from suite.report.boards import first_ood, metric_of
 from suite.report.sections.base import Section
-from suite.results.metrics import LEARNED_AT, TIED_BELOW
+from suite.data.metrics import LEARNED_AT, TIED_BELOW
 
 POWER_COLUMNS = ["task", "metric", "first_ood_len", "spread", "median_half_width", "max_half_width", "tied_cells",
                  "cells", "tied_share", "not_learned", "runs"]

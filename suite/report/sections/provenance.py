@@ -63,7 +63,7 @@ def _training(df: pd.DataFrame) -> str:
 
 def _numeric(runs: pd.DataFrame) -> str:
     """Each numeric signature the runs computed under, with its run count: floats are bit-identical
-    only between runs of one signature (``suite.results.numerics``)."""
+    only between runs of one signature (``suite.results.signature``)."""
     if "numeric" not in runs or runs.numeric.isna().all():
         return "not recorded"
     counts = runs.numeric.fillna("not recorded").value_counts()

@@ -3,7 +3,7 @@ of sample efficiency that runs trained to criterion give.
 
 A run trained to criterion checks its headline score at the training length on a check set every
 few steps and stores ``steps_to_learn``: the first check step at which the score reached the line
-(``suite.results.learned``). Per scheme and task, over the runs that made checks: the mean over
+(``suite.results.has_learned``). Per scheme and task, over the runs that made checks: the mean over
 the runs that learned the task of their steps to learn, with its 95 % Student-t interval over those
 runs (``stats.t_interval``, clipped to [0, inf)), how many runs it averages, and how many never
 learned it within their cap (round(cap x steps) steps, from each run's stored spec). Runs without
@@ -20,8 +20,8 @@ import pandas as pd
 from suite.report import stats
 from suite.report.blocks import Heading, Paragraph, Table
 from suite.report.sections.base import Section
-from suite.results.learned import STEPS_METRIC, check_rows
-from suite.results.metrics import LEARNED_AT
+from suite.results.has_learned import STEPS_METRIC, check_rows
+from suite.data.metrics import LEARNED_AT
 
 COLUMNS = ["scheme", "task", "mean", "ci_low", "ci_high", "n", "never", "runs", "cap_steps"]
 CSV = "steps_to_learn.csv"

@@ -21,7 +21,7 @@ from suite.report.boards import first_ood
 from suite.report.plots import Plot, plt, png
 from suite.report.sections.base import Section
 from suite.report.sections.steps import cap_steps
-from suite.results.learned import check_rows
+from suite.results.has_learned import check_rows
 
 SUMMARY = "summary: every scheme on every task at the first length beyond training"
 

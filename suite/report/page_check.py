@@ -1,4 +1,4 @@
-"""``python -m suite.report.check reports/default ...``: open each report's ``index.html`` in
+"""``python -m suite.report.page_check reports/default ...``: open each report's ``index.html`` in
 headless Chromium (through Playwright, with the system's Chromium: nothing is downloaded) and
 check it as a reader would see it: the first screen is not blank, every image has loaded, and the
 MRR table is visible. A screenshot of the first screen is saved for a person to look at. It also
@@ -74,7 +74,7 @@ def check_page(page, html: Path, screenshot: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = parser("python -m suite.report.check", __doc__, whole_doc=True)
+    p = parser("python -m suite.report.page_check", __doc__, whole_doc=True)
     p.add_argument("reports", nargs="+", type=Path, help="report folders holding index.html")
     p.add_argument("--screenshots", type=Path, default=Path("outputs/report-check"),
                    help="where the first-screen screenshots go (default: outputs/report-check)")

@@ -3,20 +3,20 @@
 A run trained to criterion stores, per judged task, a ``check_score`` row: its headline score on a
 check set drawn apart from the eval set, at the training length, at the step training stopped.
 Such a run has learned the task when that score reaches the metric's learned line
-(``suite.results.metrics.Metric.learned_line``, ``LEARNED_AT`` of its best value).
+(``suite.data.metrics.Metric.learned_line``, ``LEARNED_AT`` of its best value).
 A run without one (rows shipped before the protocol, fixed-budget runs) keeps the older rule: its
 headline score on the eval set at the training length reaches the line. Only metrics with a line
 (``Metric.judged``: bounded, higher is better; a loss or bits per byte has none) are judged; a run
 on another metric counts as learned. Each row's metric is read as the row declares it
-(``suite.results.metrics.stored``). It reads stored rows only (each row's metric declaration), so
-the store's own table (``python -m suite.results.store``) and the report (``suite.report.tables``)
+(``suite.data.metrics.stored``). It reads stored rows only (each row's metric declaration), so
+``posbench summary`` and the report (``suite.report.boards``)
 mark the same runs.
 """
 from __future__ import annotations
 
 import pandas as pd
 
-from suite.results.metrics import LEARNED_AT, stored  # noqa: F401 (LEARNED_AT: the line's share, as readers quote it)
+from suite.data.metrics import stored
 
 CHECK_METRIC = "check_score"  # the check set's headline score at the last check (a run trained to criterion)
 STEPS_METRIC = "steps_to_learn"  # the first check step whose score reached the line (absent: never)
