@@ -5,6 +5,9 @@ Length Extrapolation". Head slopes form the geometric sequence 2^(-8/n), 2^(-16/
 power of two; otherwise the slopes of the closest lower power of two 2^k, followed by every
 other slope of 2^(k+1) heads until n are filled (for 12 heads: 2^-1 .. 2^-8, then 2^-0.5,
 2^-1.5, 2^-2.5, 2^-3.5).
+
+No learned parameter (the slopes are fixed), so no position-indexed entry to train
+(``position_entries``: None, the base class's default).
 """
 from __future__ import annotations
 

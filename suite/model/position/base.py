@@ -22,6 +22,12 @@ it for every layer before anything trains and reports the error with the layer's
 default has no rules; ``learned`` sizes its table and refuses one shorter than the training
 length. What a scheme holds beyond the attention scores (a table read per query, CoPE's) it
 declares in ``held_floats``, which the memory pre-flight adds up.
+
+A scheme with learned parameters indexed by position (T5's buckets, a learned table's rows,
+CoPE's columns) declares in ``position_entries`` which of them attention over a given length
+reads; ``untrained_share`` pools them over a model's schemes into the share of the entries read
+at an evaluation length that training never read, so never sent a gradient (they hold their
+initial values). Evaluation stores it as the ``untrained_positions`` measurement.
 """
 from __future__ import annotations
 
@@ -106,6 +112,17 @@ class PositionScheme(nn.Module):
         ``length`` tokens, beyond the attention scores ``pair_floats`` counts (kept for the
         backward pass when ``training``); the memory pre-flight adds them. Default: none."""
         return 0.0
+
+    def position_entries(self, length: int, training: bool = False) -> Optional[frozenset[int]]:
+        """The learned position-indexed parameter entries that attention over sequences of up to
+        ``length`` tokens can read (``training``: as a training forward reads them, which differs
+        from evaluation only where the positions are drawn, ``randomized``), or None for a scheme
+        with no learned parameter indexed by position. An entry is an index into the scheme's own
+        table (a T5 bucket, a table row, a CoPE column); the set at a length holds the set at
+        every shorter one, so training at lengths up to L reads the entries of L. Default: None
+        (no such parameter, or learned parameters read alike at every length: KERPLE's slopes,
+        FIRE's MLP, PoPE's phases)."""
+        return None
 
     def embed(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         return x
@@ -223,3 +240,22 @@ class LearnedBias(PositionScheme):
     def kernel_score_mod(self, pos: torch.Tensor) -> Callable:
         """The bias computed inside the kernel from the scheme's parameters, for positions ``pos``."""
         raise NotImplementedError
+
+
+def untrained_share(schemes, length: int, train_len: int) -> Optional[tuple[float, int]]:
+    """(share, read) of the position-indexed parameter entries that ``schemes`` (a model's distinct
+    scheme objects) read at ``length`` tokens: ``read`` entries in all, pooled over the schemes, and
+    the share of them that training at ``train_len`` never read (``position_entries``), so that
+    received no gradient and hold their initial values. None when no scheme has such entries."""
+    read = untrained = 0
+    found = False
+    for scheme in schemes:
+        at_eval = scheme.position_entries(length)
+        if at_eval is None:
+            continue
+        found = True
+        read += len(at_eval)
+        untrained += len(at_eval - scheme.position_entries(train_len, training=True))
+    if not found or read == 0:
+        return None
+    return untrained / read, read

@@ -18,7 +18,10 @@ configuration share one (as every scheme in this suite is shared, and as T5 shar
 as in the reference, the table has the training length + 1 columns by default (its ``npos``
 defaults to the block size + 1), so a count past the training length takes the last column a
 training-length sequence can reach and any length runs; ``npos_max`` sets the columns
-explicitly. With ``log_scale`` the tempered
+explicitly. ``position_entries`` declares the columns a length can read (0 .. min(n, npos - 1):
+n gates, each below 1, count less than n, and the interpolation reads the ceiling), so the share of
+them a training length never reaches is measured (``untrained_positions``): 0 with the default,
+above 0 past L with a larger ``npos_max``. With ``log_scale`` the tempered
 queries make both the gates and the term. The term needs the materialized logits, so this
 scheme runs on the reference attention path whatever the implementation asked for.
 """
@@ -65,6 +68,12 @@ class CoPE(PositionScheme):
         super().__init__(cfg, dims)
         self.npos = cfg.npos_max if cfg.npos_max is not None else dims.train_len + 1
         self.table = nn.Parameter(torch.zeros(dims.head_dim, self.npos))  # column n: position n's vector
+
+    def position_entries(self, length, training=False):
+        """Columns 0 .. min(length, npos - 1): a query of a ``length``-token sequence counts at most
+        ``length`` gates, each below 1, so its counts stay below ``length``; the interpolation reads
+        their floor and ceiling, and the cap keeps them at most ``npos - 1``."""
+        return frozenset(range(min(length, self.npos - 1) + 1))
 
     def positions(self, logits: torch.Tensor) -> torch.Tensor:
         """p_ij = sum_{t=j..i} sigmoid(a_it), capped at npos - 1, (B, H, Tq, Tk). Keys outside

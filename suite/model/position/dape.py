@@ -39,6 +39,10 @@ Checked against the authors' code (github.com/chuanyang-Zheng/DAPE: ``DAPE.py`` 
   the MLP reads both, so their A is not rounded; under bf16 autocast the difference is the
   rounding already present in every biased logit.
 
+Learned position-indexed entries are the base's (``position_entries``: T5's buckets under DAPE
+over T5); the MLP itself reads the logits and the bias, no position, and is read alike at every
+length.
+
 Valid bases: every scheme of the catalogue but a wrapper (a scheme with a ``base``: itself,
 ``randomized``), one whose positions are read from the logits or the data (``needs_logits``,
 ``data_dependent``, ``own_attention``: CoPE, FoX, stick-breaking, PaTH; they have no static bias
@@ -147,6 +151,10 @@ class Dape(PositionScheme):
 
     def max_length(self):
         return self.base.max_length()
+
+    def position_entries(self, length, training=False):
+        """The base's: the MLP reads no position-indexed entry."""
+        return self.base.position_entries(length, training)
 
     def logit_term(self, q, logits, bias=None):
         """f([A, B]) for every (query, key) pair, (B, H, Tq, Tk). ``logits`` (B, H, Tq, Tk) are A + B,

@@ -29,6 +29,9 @@ This scheme is the dropped model: NoPE plus the temperature.
   the same log-length form, since the paper's value was not readable here): 0 is plain NoPE.
 
 The base class's ``log_scale`` still applies and multiplies with beta.
+
+No learned parameter, so no position-indexed entry to train (``position_entries``: None,
+the base class's default).
 """
 from __future__ import annotations
 

@@ -13,6 +13,12 @@ starts at 0.1 and is read as |c|; L = |s * init_threshold| with init_threshold 5
 multiplier s that starts at 1; 1e-6 is added to the normalizer; the MLP keeps PyTorch's default
 initialization. (That file also samples random position subsets in training; that is a separate
 technique and is left out.) One module serves every layer that uses the same configuration.
+
+The MLP, c and L are read at a normalized distance, alike at every length: no position-indexed
+entry (``position_entries``: None, the base class's default). Past the training length its input
+may leave the range training saw (while a query lies below the learned threshold its normalizer
+is fixed, so a longer distance is a larger input): an extrapolation of a continuous function, not
+an entry that never received a gradient.
 """
 from __future__ import annotations
 

@@ -55,6 +55,10 @@ Where this departs from the reference, and why:
   length-extrapolation methods stacked on FoPE) keep their paper-config values and are no
   options here. ``learnable`` (the reference's ``fourier_learnable``, off by default as there)
   trains the coefficients; off, they are a buffer, saved with the model.
+
+Its coefficients (with ``learnable``) are indexed by head, basis frequency and pair, not by
+position, and every position reads all of them alike: no position-indexed entry
+(``position_entries``: None, the base class's default).
 """
 from __future__ import annotations
 

@@ -25,6 +25,9 @@ decay-time start gives the heads that reach from the first step.
 As a bias c_i - c_j is separable (``signal_bias``), so every attention path carries it: the
 reference and a KV cache add it, SDPA takes -c_j as one more key dimension and FlexAttention
 reads it in its score_mod; neither builds a T x T bias.
+
+Its forget-gate projection reads a layer's input, not a position, and is read alike at every
+length: no position-indexed entry (``position_entries``: None, the base class's default).
 """
 from __future__ import annotations
 

@@ -10,6 +10,9 @@ passes to the stored parameter unchanged, so a head pushed below the floor is no
 Future keys read distance 0, as in the authors' lower-triangular distance matrix (they are masked).
 One pair (r1, r2) per head serves every layer that uses the same configuration, as one module
 serves every layer in the authors' model (``megatron/model/gpt2_model.py``).
+
+r1 and r2 are per head, read alike at every distance and length: no position-indexed
+entry (``position_entries``: None, the base class's default).
 """
 from __future__ import annotations
 

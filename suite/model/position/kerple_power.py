@@ -8,6 +8,9 @@ in [0, 2) per head; r1 is clamped at 0.01 from below and r2 to [0.01, 2]. As in 
 (``kerple.py``) the forward reads the clamped values and the gradient passes straight through to
 the stored parameters. Distance 0 reads 0 (0 ** r2 = 0 for r2 > 0); future keys read distance 0,
 as in the authors' lower-triangular distance matrix (they are masked).
+
+r1 and r2 are per head, read alike at every distance and length: no position-indexed entry
+(``position_entries``: None, the base class's default).
 """
 from __future__ import annotations
 

@@ -5,6 +5,12 @@ longest evaluation length (``check``, called by the run spec), as Kazemnejad et 
 ``wpe``): rows past the training length are never trained, keep their initial values and are
 scored. Positions past a shorter table have no vector, so that evaluation is ``unsupported`` rather
 than a crash; a table shorter than the training length is refused before training.
+
+Rows past the training length are untrained by construction, and that is the point of scoring
+them: the suite does not fix it, it reports it. ``position_entries`` declares the rows a length
+reads (0 .. n - 1, capped by the table), so evaluation stores their untrained share
+(``untrained_positions``): at 2 L half the rows read never received a gradient, at 4 L three
+quarters.
 """
 from __future__ import annotations
 
@@ -52,6 +58,11 @@ class Learned(PositionScheme):
 
     def max_length(self):
         return self.table.num_embeddings
+
+    def position_entries(self, length, training=False):
+        """Rows 0 .. length - 1 of the table, capped by the table (a longer sequence is refused,
+        ``embed``): one row per position read."""
+        return frozenset(range(min(length, self.table.num_embeddings)))
 
     def embed(self, x, pos):  # x: (B, T, C)
         # the check reads a value back to the host; compiled training (lengths fixed by the

@@ -21,6 +21,9 @@ carried backward over the keys, q_i <- H_s q_i for s = i, i-1, ..., so the logit
 H_{j+1} ... H_i q_i (each H is symmetric). It runs on every path (``own_attention``); the
 suite's lengths need no chunked kernel. A KV cache that keeps the layer's inputs recomputes w and
 beta for every position and gives the same logits.
+
+Its projections and convolution read a layer's input, not a position, and are read alike at
+every length: no position-indexed entry (``position_entries``: None, the base class's default).
 """
 from __future__ import annotations
 

@@ -40,6 +40,9 @@ every parameter of two or more dimensions (``suite/training/loop.py``), and deca
 towards 0 is a pull the reference's training (plain Adam, ``train_length_extrapolate.py``) does
 not have; a flat vector is not decayed, as KERPLE's per-head slopes are not. Positions are token
 indices at every length (no eval-time scaling: the paper extrapolates zero-shot).
+
+The learned phase delta is per head and frequency, read alike at every position: no
+position-indexed entry (``position_entries``: None, the base class's default).
 """
 from __future__ import annotations
 

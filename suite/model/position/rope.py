@@ -21,6 +21,9 @@ query/key dimensions are rotated by ``pos * theta^(-2i/d)``, so q·k depends onl
   theta' = theta * s^(d/(d-2))), ``yarn`` (Peng et al. 2023: per-frequency interpolation ramp
   between ``yarn_alpha`` and ``yarn_beta`` rotations per training context, plus logits scaled
   by (0.1 ln s + 1)^2). ``factor: null`` is dynamic: s = max(1, T / train_len).
+
+No learned parameter, so no position-indexed entry to train (``position_entries``: None, the
+base class's default).
 """
 from __future__ import annotations
 

@@ -5,6 +5,9 @@ PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)).
 The table (RMS 1/sqrt(2)) is scaled to RMS ``rms``, by default the token embeddings' initial
 standard deviation (``suite.model.init.INIT_STD``), so that after normalization neither swamps the other; the paper
 balanced the two by multiplying the embeddings by sqrt(d) instead.
+
+The table is computed, not learned, so no position-indexed entry to train (``position_entries``:
+None, the base class's default).
 """
 from __future__ import annotations
 

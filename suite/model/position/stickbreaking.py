@@ -17,6 +17,9 @@ The weights are no softmax, so this scheme computes its own attention (``own_att
 every path, an O(T^2) reference: the suite's lengths need no fused kernel. Its logits for
 diagnostics are log A_ij and, at the query's own position, the log of the remainder: their
 softmax is the weights exactly, which sum to 1.
+
+No learned parameter of its own (the stick breaks are the logits), so no position-indexed entry
+(``position_entries``: None, the base class's default).
 """
 from __future__ import annotations
 

@@ -20,6 +20,9 @@ largest factor, zeta_0^(-(T - 1)/scale_base) for a query at 0 and a masked key a
 are "unsupported", a longer training length is refused. Pairs are laid out as in Llama
 (i, i + d/2); the paper's code pairs (2i, 2i + 1), the same up to a permutation of the
 dimensions. The paper's blockwise causal attention at inference is a span, not part of this scheme.
+
+No learned parameter, so no position-indexed entry to train (``position_entries``: None, the
+base class's default).
 """
 from __future__ import annotations
 
