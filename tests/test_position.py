@@ -135,10 +135,21 @@ def test_learned_check_refuses_a_table_shorter_than_the_training_length():
         learned.check(learned.Config(max_positions=31), 32, (32, 64))
 
 
-@pytest.mark.parametrize("name", sorted(set(SCHEMES) - {"learned", "randomized"}))  # both size a table or a range
+@pytest.mark.parametrize("name", sorted(set(SCHEMES) - {"learned", "randomized", "t5"}))  # they size a table, a range, a distance
 def test_a_scheme_without_rules_passes_its_config_through_check(name):
     cfg = SCHEMES[name].Config()
     assert SCHEMES[name].check(cfg, 32, (32, 64)) is cfg
+
+
+def test_t5_check_resolves_max_distance_to_the_training_length():
+    """``max_distance: null`` becomes the training length (at least num_buckets // 2 + 1, the least
+    the log buckets allow); a set value stays as it is."""
+    t5 = SCHEMES["t5"]
+    assert t5.check(t5.Config(), 64, (64, 128)).max_distance == 64
+    assert t5.check(t5.Config(), 8, (8, 16)).max_distance == 17
+    assert t5.check(t5.Config(num_buckets=8), 8, (8, 16)).max_distance == 8
+    cfg = t5.Config(max_distance=128)
+    assert t5.check(cfg, 32, (32, 64)) is cfg
 
 
 # ---------------------------------------------------------------- RoPE (Su et al. 2021)

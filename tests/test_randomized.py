@@ -124,7 +124,8 @@ def test_one_forward_gives_every_layer_and_hook_the_same_positions(base, monkeyp
 @pytest.mark.parametrize("base", fast_or_exhaustive(BASES, FAST_BASES))
 def test_evaluation_uses_positions_0_to_n_minus_1(base):
     """The wrapped model in evaluation is the base scheme's model with the same weights."""
-    table = ["position.max_positions=256"] if base == "learned" else []  # max_len's rows
+    # the base as the wrapper sizes it: a table of max_len's rows, T5's last bucket at max_len
+    table = {"learned": ["position.max_positions=256"], "t5": ["position.max_distance=256"]}.get(base, [])
     wrapped, plain = _model("position=randomized", f"position.base={base}"), _model(f"position={base}", *table, seed=1)
     state = {k.replace(".base.", "."): v for k, v in wrapped.state_dict().items() if not k.endswith((".seed", ".draws"))}
     plain.load_state_dict(state)

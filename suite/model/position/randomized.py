@@ -34,7 +34,14 @@ class, which a wrapper could not set per base.
   (``suite.config.codedigest.pieces_of``): an edit to RoPE changes the id of a randomized run over RoPE.
 * The base takes its own defaults, with the wrapper's ``log_scale`` and ``log_scale_base``.
   A base with a position table (``learned``'s ``max_positions``) gets one row per position in
-  [0, ``max_len``); a base that still cannot reach ``max_len`` is refused.
+  [0, ``max_len``); a base that still cannot reach ``max_len`` is refused. A base whose buckets
+  follow the training length (``t5``'s ``max_distance``) gets ``max_len``: the offsets training
+  draws reach ``max_len`` - 1, so they keep buckets of their own up to there.
+* Learned position-indexed entries (``position_entries``) are the base's: in training, those of
+  ``max_len`` tokens (the drawn positions reach ``max_len`` - 1); at evaluation, those of the
+  sequence's own length with ``identity``, and with ``random`` those of ``max_len`` (a superset
+  of what the fixed sample reads, all of it drawn in training). So a randomized run reads no
+  untrained entry at any supported length.
 * ``max_len`` (null: 8 x the training length, the longest eval length of the default sweep;
   ``check`` resolves it and refuses one below the training length) bounds every sequence: a
   longer one raises ``LengthUnsupported``.
@@ -115,12 +122,14 @@ def sample_positions(seed: torch.Tensor, stream: torch.Tensor, n: int, max_len: 
 
 
 def _base_config(cfg: RandomizedConfig, max_len: int) -> PositionConfig:
-    """The base's config: its defaults, the wrapper's log-length temperature, and a position
-    table (``max_positions``) of ``max_len`` rows."""
+    """The base's config: its defaults, the wrapper's log-length temperature, a position table
+    (``max_positions``) of ``max_len`` rows and T5's ``max_distance`` at ``max_len``."""
     cls = SCHEMES[cfg.base]
     params = {"log_scale": cfg.log_scale, "log_scale_base": cfg.log_scale_base}
-    if "max_positions" in {f.name for f in dataclasses.fields(cls.Config)}:
-        params["max_positions"] = max_len
+    fields = {f.name for f in dataclasses.fields(cls.Config)}
+    for sized in ("max_positions", "max_distance"):  # a table's rows, T5's last bucket: max_len, as drawn
+        if sized in fields:
+            params[sized] = max_len
     return cls.Config(**params)
 
 
@@ -215,6 +224,13 @@ class Randomized(PositionScheme):
 
     def max_length(self):
         return self.max_len
+
+    def position_entries(self, length, training=False):
+        """The base's entries at the positions this length takes: ``max_len``'s in training and
+        with ``eval_positions=random`` (every position drawn lies below ``max_len``), the
+        sequence's own with ``identity``."""
+        drawn = training or self.cfg.eval_positions == "random"
+        return self.base.position_entries(self.max_len if drawn else length, training)
 
     def score_mod(self, pos):
         """The base's score_mod at the sampled positions. A learned bias under gradients is built
