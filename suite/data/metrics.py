@@ -168,6 +168,9 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("logit_profile", -INF, INF, None, doc="mean attention logit at a distance"),
     Metric("logit_gap", -INF, INF, None, doc="difference of two mean logits"),
     Metric("attn_mass", 0.0, INF, None, doc="attention shares by segment (and the entropy in nats)"),
+    Metric("untrained_positions", 0.0, 1.0, None,
+           doc="share of the learned position-indexed parameter entries read at this length (T5 buckets, table rows, "
+               "CoPE columns; n: how many, pooled over the model's schemes) that training never read, so never updated"),
 )}
 
 

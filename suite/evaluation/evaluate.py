@@ -10,6 +10,12 @@ combines the examples (``suite.data.metrics``: exact match, RULER's string_match
 token accuracy, answer loss, reciprocal rank, bits per byte). Per-example slices (needle depth,
 number of keys, distance) of the metrics averaged over examples become extra rows. A length a
 scheme cannot represent yields ``unsupported`` rows instead of a crash.
+
+For a model whose schemes have learned position-indexed parameters (T5's buckets, a learned
+table's rows, CoPE's columns), each scored (task, length) also gets an ``untrained_positions`` row:
+the share of the entries read at that length that training never read
+(``suite.model.position.base.untrained_share``), computed from the schemes and the training
+length, with no forward pass.
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ import torch
 
 from suite.evaluation.evalcache import eval_set
 from suite.model.position import LengthUnsupported
+from suite.model.position.base import untrained_share
 from suite.config.run_spec import RunSpec
 from suite.data.batch import collate, next_token_loss
 from suite.evaluation.slices import ALL, format_slice
@@ -143,4 +150,16 @@ def evaluate(model, spec: RunSpec, tasks, device: Optional[torch.device] = None,
                 rows += unsupported
                 continue
             rows += [{**base, "slice": s, "metric": m, "value": v, "n": n, "status": "ok"} for m, v, n, s in tally.rows()]
+            rows += untrained_rows(model, spec, base)
     return rows
+
+
+def untrained_rows(model, spec: RunSpec, base: dict) -> list[dict]:
+    """The ``untrained_positions`` row of one scored (task, length) cell ``base``: the share of the
+    position-indexed entries the model's schemes read at its length that training at
+    ``train.seq_len`` never read (``n``: the entries read); none for schemes without such entries."""
+    found = untrained_share(model.active_schemes(), base["eval_len"], spec.train.seq_len)
+    if found is None:
+        return []
+    share, read = found
+    return [{**base, "slice": ALL, "metric": "untrained_positions", "value": share, "n": read, "status": "ok"}]
