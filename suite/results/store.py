@@ -16,7 +16,31 @@ A run file counts as stored only when ``verified_run`` accepts it: a regular fil
 passes the envelope, row and run checks, and names its run (the file's name, or the run a caller
 expects) and spec hash in its record and every row. It is the one test of "stored": the run's
 and the sweep's skip (``suite.run``, which sets anything else aside and runs again), ``load``,
-lm-eval, diagnose, reproduce and unpack all ask it.
+lm-eval, diagnose, reproduce and unpack all ask it; a shipped line passes the same checks
+(``checked``), so every reader gives one verdict on one run.
+
+Every row agrees with its own run record (``record_problem``): it repeats the run's columns
+(``RUN_COLUMNS``: run id, sweep, spec and config hash, scheme, spans, span sizes) as the record
+states them; the record's columns are what its stored spec gives, where this checkout can tell
+(``_spec_problem``: the spec is rebuilt, ``suite.config.build.run_spec_from_dict``, and when it
+rebuilds to the run's own spec hash this checkout reads it as the code that ran it did, so its
+config hash, positions, spans and span sizes must follow; a spec hashed under a default since
+changed, or written by hand, is held to the sweep it states only); each task's rows name one
+headline metric, one the run stores; its times (``wall_s``, ``timing``) are finite and >= 0, and
+its ``timestamp`` an ISO 8601 time with its offset. The store imports no torch; the spec rebuild
+does, on the first run checked, as reading a run's spec always did (``run_problem``).
+
+A run belongs to one sweep, and a reader leaves out another sweep's run, naming the file and its
+sweep (``foreign_sweep``): a run file is one of the sweep a folder on its path names
+(``results/<sweep>/``, ``file_place``), a shipped line one of the sweep its file ships
+(``shipped_place``), and ``pack``, ``unpack`` and ``check`` take only the sweep they are told. A
+run the suite copies from another sweep is relabelled for its new sweep (``relabelled``: record,
+spec and rows, marked ``copied_from``), so it is that sweep's own.
+
+Time decides nothing: no reader orders or picks runs by their finish time (two files claiming one
+run with different contents are both left out), and whether a file counts as stored never
+depends on when it is read. A finish time later than the reader's clock (by more than
+``FUTURE_SKEW``) is not trusted: ``read_board`` names it, and the run is read as stored.
 
 Each row carries what a reader needs without the code: its task's ``headline`` metric, and its
 metric's declaration (``DECLARED``: direction, range, whether it is a share of examples), which
@@ -26,14 +50,18 @@ completed when read (``described``), from today's declarations.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import gzip
 import io
 import json
 import math
 import re
 import warnings
+import zlib
+from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -141,13 +169,37 @@ def encode_shipped(payloads: list[dict]) -> bytes:
     return buf.getvalue()
 
 
-def read_shipped(path: str | Path):
-    """(``path:line``, payload or the error that makes the line unreadable) for every line."""
+def _shipped_text(path: Path) -> tuple[str, str | None]:
+    """(the whole lines of the shipped file ``path``, what is wrong with the file or None). A
+    gzip stream cut short (a truncated download or copy) gives the whole lines before the cut and
+    says so; a file that is no gzip stream, or not text, gives none. A FIFO or a folder is named,
+    never opened for reading (``suite.files.read_regular``)."""
     try:
-        text = gzip.decompress(Path(path).read_bytes()).decode()
-    except (OSError, EOFError, UnicodeDecodeError) as err:
-        yield Path(path), ValueError(f"not a gzipped JSON-lines file ({err})")
-        return
+        data = read_regular(path)
+    except OSError as err:
+        return "", f"it cannot be read ({err.strerror or err})"
+    try:
+        return gzip.decompress(data).decode(), None
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as err:
+        whole = f"not a gzipped JSON-lines file ({err})"
+    stream = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        text = stream.decompress(data).decode(errors="replace")
+    except zlib.error:
+        return "", whole
+    if stream.eof:  # a whole stream that is not UTF-8, or more than one member: not a shipped file
+        return "", whole
+    kept = text[: text.rfind("\n") + 1]
+    return kept, (f"the file is cut short: its gzip stream ends before its end, after {kept.count(chr(10))} whole "
+                  f"lines (each checked as any line is; the rest is lost)")
+
+
+def read_shipped(path: str | Path):
+    """(``path:line``, payload or the error that makes the line unreadable) for every line, and
+    (``path``, the error) first when the file as a whole is damaged (``_shipped_text``)."""
+    text, problem = _shipped_text(Path(path))
+    if problem is not None:
+        yield Path(path), ValueError(problem)
     for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -169,6 +221,15 @@ def _is_whole(x) -> bool:
     return _is_number(x) and math.isfinite(x) and x == int(x)
 
 
+def seconds_problem(name: str, value) -> str | None:
+    """Why ``value`` cannot be the time ``name`` took, or None: a time is a finite number of seconds >= 0."""
+    if not _is_number(value):
+        return f"{name} {value!r} is not a number"
+    if not math.isfinite(value) or value < 0:
+        return f"{name} {value!r} is not a time (a finite number of seconds >= 0)"
+    return None
+
+
 # identity columns a row must carry (null in none of them): the report groups and names runs by these
 IDENTITY = ("run_id", "sweep", "config_hash", "spec_hash", "seed", "model", "pattern", "positions", "spans", "train_len")
 
@@ -177,7 +238,8 @@ def row_problem(row) -> str | None:
     """What makes a stored row impossible, or None: a missing key or identity column, a value
     that is not a number, an unknown metric or status, a value outside its metric's range
     (``suite.data.metrics``), NaN in a run that is ok, a share counted over no example, an
-    eval length that is not a positive whole number, or a badly typed seed, n or wall time."""
+    eval length that is not a positive whole number, a badly typed seed or n, or a wall time that
+    is not a time (``seconds_problem``)."""
     if not isinstance(row, dict):
         return f"a row is a {type(row).__name__}, not an object"
     missing = [k for k in (*REQUIRED, *IDENTITY) if row.get(k) is None and not (k == "value" and k in row)]
@@ -198,8 +260,8 @@ def row_problem(row) -> str | None:
     for key in ("seed", "n", "train_len"):
         if not _is_whole(row.get(key)) or row[key] < 0:
             return f"{key} {row.get(key)!r} is not a whole number >= 0"
-    if row.get("wall_s") is not None and not _is_number(row["wall_s"]):
-        return f"wall_s {row['wall_s']!r} is not a number"
+    if row.get("wall_s") is not None and (problem := seconds_problem("wall_s", row["wall_s"])):
+        return problem
     if value is None:
         value = float("nan")
     if not _is_number(value):
@@ -270,28 +332,214 @@ def identity_problem(payload: dict, run_id: str | None = None, spec_hash: str | 
     return None
 
 
+# The run columns every row repeats from its run's record and the record takes from the run's spec
+# (``suite.results.identity.run_columns``): what names the run and what a board groups and labels it by.
+RUN_COLUMNS = ("run_id", "sweep", "spec_hash", "config_hash", "positions", "spans", *KINDS)
+# what a rebuilt spec's run columns hold that is not the spec's to say: a name whose readable part may be
+# an older form of it, and the sweep it is stored in (a spec states its sweep only once the suite copied
+# the run from another sweep: ``relabelled``)
+NOT_FROM_SPEC = ("run_id", "sweep")
+FUTURE_SKEW = timedelta(days=1)  # a finish time this far past the reading machine's clock is named (``read_board``)
+
+
+def _same(a, b) -> bool:
+    return a == b or (isinstance(a, float) and isinstance(b, float) and a != a and b != b)
+
+
+def own_columns(payload: dict) -> dict[str, tuple[object, str]]:
+    """{run column: (its value, who states it)}: as the run's record states it, else (a record
+    written by hand, or stored before the column existed) as its first row does."""
+    run, rows = payload["run"], payload["rows"]
+    first = rows[0] if rows else {}
+    return {c: (run[c], "its record") if c in run else (first.get(c), "its row 0") for c in (*RUN_COLUMNS, "timestamp")}
+
+
+def _rows_problem(rows: list[dict], own: dict) -> str | None:
+    """The first row whose run columns are not its run's, or None."""
+    for i, row in enumerate(rows):
+        for col in RUN_COLUMNS:
+            value, said_by = own[col]
+            if not _same(row.get(col), value):
+                return f"row {i}: {col} {row.get(col)!r}, not the {value!r} {said_by} states (a row repeats its run's)"
+    return None
+
+
+@lru_cache(maxsize=4096)
+def _rebuilt(text: str):
+    """The ``RunSpec`` this checkout rebuilds from a stored spec's JSON, or None when it cannot."""
+    try:
+        from suite.config.build import run_spec_from_dict  # here: the store imports no torch until it checks a run
+
+        return run_spec_from_dict(json.loads(text))
+    except Exception:  # noqa: BLE001 - a spec this checkout cannot rebuild (written by hand, another version's, no task code)
+        return None
+
+
+def spec_columns(spec) -> dict | None:
+    """The run columns (``RUN_COLUMNS``) this checkout derives from a stored spec (``suite.results.
+    identity.run_columns`` of ``suite.config.build.run_spec_from_dict``), less ``NOT_FROM_SPEC``;
+    None when the spec does not rebuild (one written by hand, or naming a piece or option this
+    checkout lacks). Specs that differ only in their seed are rebuilt once."""
+    if not isinstance(spec, dict) or "seed" not in spec:
+        return None
+    rebuilt = _rebuilt(json.dumps({**spec, "seed": 0}, sort_keys=True))
+    if rebuilt is None:
+        return None
+    from suite.results.identity import run_columns
+
+    columns = run_columns(dataclasses.replace(rebuilt, seed=spec["seed"]))
+    return {k: columns[k] for k in RUN_COLUMNS if k not in NOT_FROM_SPEC}
+
+
+def _spec_problem(spec, own: dict) -> str | None:
+    """What in the run's columns its stored spec contradicts, or None: the sweep it states (a run
+    the suite copied from another sweep, ``relabelled``), and, when this checkout rebuilds the spec
+    to the run's own spec hash (so it reads the spec as the code that ran it did), every column it
+    derives: config hash, positions, spans, span sizes. A spec hashed by other code (a default
+    changed since: its hash cannot be recomputed here) or written by hand is held only to its sweep."""
+    if not isinstance(spec, dict):
+        return None
+    if "sweep" in spec and not _same(own["sweep"][0], spec["sweep"]):
+        return f"its sweep {own['sweep'][0]!r} ({own['sweep'][1]}) is not the {spec['sweep']!r} its stored spec states"
+    derived = spec_columns(spec)
+    if derived is None or derived["spec_hash"] != own["spec_hash"][0]:
+        return None
+    for col, value in derived.items():
+        if not _same(own[col][0], value):
+            return (f"its {col} {own[col][0]!r} ({own[col][1]}) is not the {value!r} its stored spec gives "
+                    f"(rebuilt by this checkout to the run's own spec hash {derived['spec_hash']!r})")
+    return None
+
+
+def _headline_problem(rows: list[dict]) -> str | None:
+    """The first row whose headline is not its task's in this run, or None: a run judges each task
+    by one metric (every row of the task names it), one the run stores for that task."""
+    stored: dict = {}
+    for row in rows:
+        stored.setdefault(row.get("task"), set()).add(row.get("metric"))
+    named: dict = {}
+    for i, row in enumerate(rows):
+        headline, task = row.get("headline"), row.get("task")
+        if headline is None:
+            continue  # stored before rows named it: ``described`` fills it in
+        first = named.setdefault(task, (i, headline))
+        if first[1] != headline:
+            return f"row {i}: headline {headline!r} of task {task!r}, not the {first[1]!r} its row {first[0]} names (a run judges a task by one metric)"
+        if headline not in stored[task]:
+            return f"row {i}: headline {headline!r} is not a metric the run stores for task {task!r}"
+    return None
+
+
+def finish_time(stamp) -> datetime | None:
+    """A run's finish time (``timestamp``: ISO 8601 with its UTC offset), or None when it is no such time."""
+    try:
+        when = datetime.fromisoformat(stamp) if isinstance(stamp, str) else None
+    except ValueError:
+        return None
+    return when if when is not None and when.tzinfo is not None else None
+
+
+def _time_problem(run: dict, own: dict) -> str | None:
+    """Why the run's times cannot be its times, or None: its wall time and every entry of its
+    ``timing`` are finite numbers of seconds >= 0, and its finish time, when stated, an ISO 8601
+    time with its UTC offset. A finish time later than the reader's clock is no problem here: the
+    verdict on a file never depends on when it is read (``read_board`` names such a time)."""
+    if run.get("wall_s") is not None and (problem := seconds_problem("its record's wall_s", run["wall_s"])):
+        return problem
+    timing = run.get("timing")
+    if timing is not None and not isinstance(timing, dict):
+        return f"its timing {timing!r} is not a mapping of phases to seconds"
+    for key, value in (timing or {}).items():
+        if problem := seconds_problem(f"its timing {key}", value):
+            return problem
+    stamp = own["timestamp"][0]
+    if stamp is not None and finish_time(stamp) is None:
+        return f"its timestamp {stamp!r} is not an ISO 8601 time with its UTC offset"
+    return None
+
+
+def record_problem(payload: dict) -> str | None:
+    """What makes a run's rows disagree with its own record, or None: every row repeats its run's
+    columns (``RUN_COLUMNS``: run id, sweep, spec and config hash, scheme, spans, span sizes) as
+    its record states them (``own_columns``); the record holds what its stored spec gives
+    (``_spec_problem``); a task's rows name one headline metric the run stores
+    (``_headline_problem``); and its times are times (``_time_problem``)."""
+    run = payload.get("run")
+    if not isinstance(run, dict):
+        return "no run record"
+    own = own_columns(payload)
+    return (_rows_problem(payload["rows"], own) or _spec_problem(run.get("spec"), own)
+            or _headline_problem(payload["rows"]) or _time_problem(run, own))
+
+
+class Place(NamedTuple):
+    """Where a run is read: the sweeps it may belong to there, and how a refusal names them."""
+
+    sweeps: frozenset
+    named: str
+
+
+def file_place(path: str | Path) -> Place:
+    """A run file belongs to the sweep whose folder holds it, ``results/<sweep>/`` or a folder below
+    it: any folder on its path may name the run's sweep."""
+    return Place(frozenset(Path(path).absolute().parent.parts), "and no folder on its path is named so")
+
+
+def sweep_place(sweep: str) -> Place:
+    """A reader that is told the sweep (``pack``, ``unpack``, ``check``): only that sweep's runs."""
+    return Place(frozenset({sweep}), f"not of {sweep!r}")
+
+
+def foreign_sweep(payload: dict, place: Place) -> str | None:
+    """The sweep of a run read in ``place`` when it is not one ``place`` allows, else None."""
+    run = payload.get("run") if isinstance(payload.get("run"), dict) else {}
+    sweep = run.get("sweep", payload["rows"][0].get("sweep") if payload["rows"] else None)
+    return None if sweep is None or sweep in place.sweeps else sweep
+
+
+def foreign_reason(sweep: str, place: Place) -> str:
+    """Why a run of ``sweep`` read in ``place`` is left out (``foreign_sweep``)."""
+    return (f"it is a run of sweep {sweep!r}, {place.named}: another sweep's run (a run the suite copies from "
+            "another sweep is relabelled for its new one and carries copied_from)")
+
+
 class NotStored(ValueError):
     """A result file that does not count as stored: ``where`` is the file (or shipped line),
-    ``reason`` why, ``readable`` whether it parsed as a PosBench run at all."""
+    ``reason`` why, ``readable`` whether it parsed as a PosBench run at all, ``foreign`` the sweep
+    it is a run of when that is all that is wrong (another sweep's run, ``foreign_sweep``)."""
 
-    def __init__(self, where, reason: str, readable: bool):
+    def __init__(self, where, reason: str, readable: bool, foreign: str | None = None):
         super().__init__(f"{where} does not count as stored: {reason}")
-        self.where, self.reason, self.readable = where, reason, readable
+        self.where, self.reason, self.readable, self.foreign = where, reason, readable, foreign
 
 
 def payload_problem(payload: dict, run_id: str | None = None, spec_hash: str | None = None) -> str | None:
     """What keeps a parsed run (a file's, or a shipped line's) from counting as stored, or None:
     every row and run check (``row_problem``, ``run_problem``), then its identity
-    (``identity_problem``)."""
-    return _problem(payload) or identity_problem(payload, run_id, spec_hash)
+    (``identity_problem``), then its rows' agreement with its record (``record_problem``)."""
+    return _problem(payload) or identity_problem(payload, run_id, spec_hash) or record_problem(payload)
 
 
-def verified_run(path: str | Path, run_id: str | None = None, spec_hash: str | None = None) -> dict:
+def checked(where, payload: dict, place: Place, run_id: str | None = None, spec_hash: str | None = None) -> dict:
+    """``payload`` when it counts as stored where it is read (``place``), else ``NotStored``: the
+    one verdict every reader gives a run file or a shipped line (``payload_problem``, then
+    ``foreign_sweep``)."""
+    if (problem := payload_problem(payload, run_id, spec_hash)) is not None:
+        raise NotStored(where, problem, True)
+    if (sweep := foreign_sweep(payload, place)) is not None:
+        raise NotStored(where, foreign_reason(sweep, place), True, foreign=sweep)
+    return payload
+
+
+def verified_run(path: str | Path, run_id: str | None = None, spec_hash: str | None = None,
+                 sweep: str | None = None) -> dict:
     """The payload of the result file ``path`` when it counts as stored, else ``NotStored``: a
     regular file (a folder, FIFO or socket is never opened) that parses, passes the envelope,
-    row and run checks, and holds run ``run_id`` (default: the file's name, ``<run_id>.json``)
-    with spec hash ``spec_hash`` (default: the one its record states), in its record and in every
-    row. The one test of "stored": the run's and the sweep's skip, the report (``load``), lm-eval,
+    row and run checks, holds run ``run_id`` (default: the file's name, ``<run_id>.json``) with
+    spec hash ``spec_hash`` (default: the one its record states), in its record and in every
+    row, whose rows agree with its record and its record with its spec (``record_problem``), and
+    that is a run of sweep ``sweep`` (default: a sweep a folder on its path names, ``file_place``).
+    The one test of "stored": the run's and the sweep's skip, the report (``load``), lm-eval,
     diagnose and reproduce all ask it."""
     path = Path(path)
     try:
@@ -300,10 +548,8 @@ def verified_run(path: str | Path, run_id: str | None = None, spec_hash: str | N
         raise NotStored(path, f"it cannot be read ({err.strerror or err})", False) from None
     except ValueError as err:  # read_run's messages name the file: keep the reason only
         raise NotStored(path, str(err).removeprefix(f"{path} "), False) from None
-    problem = payload_problem(payload, path.stem if run_id is None else run_id, spec_hash)
-    if problem is not None:
-        raise NotStored(path, problem, True)
-    return payload
+    place = file_place(path) if sweep is None else sweep_place(sweep)
+    return checked(path, payload, place, path.stem if run_id is None else run_id, spec_hash)
 
 
 def numeric_label(sig: dict) -> str:
@@ -312,37 +558,54 @@ def numeric_label(sig: dict) -> str:
     return label(sig)
 
 
-def _shipped_lines(path: Path):
-    """(``path:line``, verified payload or ``NotStored``) for every line of the shipped file ``path``."""
-    for where, payload in read_shipped(path):
+def shipped_place(path: Path, found: list, sweep: str | None = None) -> Place:
+    """The sweep a shipped file's lines belong to: ``sweep`` when the reader is told it, else the
+    sweep its name names (``<sweep>.jsonl.gz``) when a line is of that sweep, else (a file named
+    otherwise, as tests/data's boards) the sweep most of its lines name, the first met on a tie."""
+    if sweep is not None:
+        return sweep_place(sweep)
+    named = path.name.removesuffix(SHIPPED_SUFFIX)
+    sweeps = [p["run"].get("sweep") for p in found if isinstance(p, dict) and isinstance(p.get("run"), dict)]
+    board = named if named in sweeps or not sweeps else max(dict.fromkeys(sweeps), key=sweeps.count)
+    return Place(frozenset({board}), f"not of {board!r}, whose board {path.name} is")
+
+
+def _shipped_lines(path: Path, sweep: str | None = None):
+    """(``path:line``, verified payload or ``NotStored``) for every line of the shipped file
+    ``path``, and (``path``, ``NotStored``) first when the file as a whole is damaged."""
+    lines = list(read_shipped(path))
+    place = shipped_place(path, [p for _, p in lines], sweep)
+    for where, payload in lines:
         if isinstance(payload, Exception):
             yield where, NotStored(where, str(payload), False)
-        elif (problem := payload_problem(payload)) is not None:
-            yield where, NotStored(where, problem, True)
-        else:
-            yield where, payload
+            continue
+        try:
+            yield where, checked(where, payload, place)
+        except NotStored as err:
+            yield where, err
 
 
-def shipped_runs(path: str | Path) -> tuple[list[dict], list[NotStored]]:
+def shipped_runs(path: str | Path, sweep: str | None = None) -> tuple[list[dict], list[NotStored]]:
     """(the runs of the shipped file ``path`` that count as stored, one ``NotStored`` for each line
     that does not), warning about none: for a writer that must compare or verify a board."""
-    found = list(_shipped_lines(Path(path)))
+    found = list(_shipped_lines(Path(path), sweep))
     return ([p for _, p in found if not isinstance(p, NotStored)], [p for _, p in found if isinstance(p, NotStored)])
 
 
-def _files(path: Path):
+def _files(path: Path, sweep: str | None = None):
     """(name, verified payload or ``NotStored``) for every run file under the folder ``path``, or
-    every line of the shipped file ``path``. A ``*.json`` that is not a regular file (a FIFO, a
-    socket, a folder) is ``NotStored`` naming what it is, never opened for reading."""
+    every line of the shipped file ``path``, as runs of ``sweep`` when given (else of the sweep
+    their place names: ``file_place``, ``shipped_place``). A ``*.json`` that is not a regular file
+    (a FIFO, a socket, a folder) is ``NotStored`` naming what it is, never opened for reading."""
     if is_shipped(path):
-        yield from _shipped_lines(path)
+        yield from _shipped_lines(path, sweep)
         return
     for file in sorted(path.rglob("*.json")):
         parts = file.relative_to(path).parts
         if any(part.startswith("_") for part in parts) or any(WANDB_RUN_FOLDER.fullmatch(part) for part in parts[:-1]):
             continue  # checkpoints, cached eval sets, files set aside, W&B's files
         try:
-            yield file, verified_run(file)
+            yield file, verified_run(file, sweep=sweep)
         except NotStored as err:
             yield file, err
 
@@ -381,29 +644,68 @@ def read_source(prog: str, option: str, path) -> pd.DataFrame:
     return df
 
 
-def payloads(path: str | Path) -> list[tuple[Path, dict]]:
-    """The stored run payloads under ``path`` (``verified_run``), one per run id, as (where,
-    payload): what ``load`` reads. Unreadable, foreign or impossible files (``row_problem``,
-    ``run_problem``, ``identity_problem``) and run ids claimed with different contents are warned
-    about by name and left out."""
+class Board(NamedTuple):
+    """What a folder or shipped file holds (``read_board``): ``runs``, (where, payload) of each run
+    that counts as stored, one per run id; ``problems``, one line for each file or line that does
+    not and each run id claimed twice; ``foreign``, the ``NotStored`` of the runs of another sweep
+    among them; ``notes``, what is named but decides nothing (finish times past the clock)."""
+
+    runs: list
+    problems: list
+    foreign: list
+    notes: list
+
+
+def read_board(path: str | Path, sweep: str | None = None) -> Board:
+    """The runs under ``path`` (a folder or a shipped file) that count as stored (``verified_run``,
+    as runs of ``sweep`` when given), one per run id, and one line for each file or line left out,
+    warning about none. A run id claimed by files with different contents is left out, every file
+    named; the same contents twice are counted once."""
     claims: dict[tuple, list[tuple[Path, dict]]] = {}
-    for file, payload in _files(Path(path)):
+    problems, foreign = [], []
+    for file, payload in (_files(Path(path), sweep) if Path(path).exists() else []):
         if isinstance(payload, NotStored):
-            warnings.warn(f"skipping {'' if payload.readable else 'unreadable '}results file {file}: {payload.reason}",
-                          stacklevel=3)
+            problems.append(f"skipping {'' if payload.readable else 'unreadable '}results file {file}: {payload.reason}")
+            foreign += [payload] if payload.foreign else []
             continue
         claims.setdefault((payload["run"].get("sweep"), payload["run"].get("run_id")), []).append((file, payload))
-    out = []
+    runs = []
     for (_, rid), found in claims.items():
-        contents = {json.dumps(payload, sort_keys=True) for _, payload in found}
-        if len(contents) > 1:
-            warnings.warn(f"skipping run {rid}: {len(found)} files claim it with different contents "
-                          f"({', '.join(str(f) for f, _ in found)}); none is used", stacklevel=3)
+        if len({json.dumps(payload, sort_keys=True) for _, payload in found}) > 1:
+            problems.append(f"skipping run {rid}: {len(found)} files claim it with different contents "
+                            f"({', '.join(str(f) for f, _ in found)}); none is used")
             continue
-        for file, _ in found[1:]:
-            warnings.warn(f"skipping duplicate run {rid} in {file} (the same as {found[0][0]})", stacklevel=3)
-        out.append(found[0])
-    return out
+        problems += [f"skipping duplicate run {rid} in {file} (the same as {found[0][0]})" for file, _ in found[1:]]
+        runs.append(found[0])
+    return Board(runs, problems, foreign, _future_notes(path, runs))
+
+
+def _future_notes(path, runs: list) -> list[str]:
+    """One line naming the runs under ``path`` whose finish time is past this machine's clock (by
+    more than ``FUTURE_SKEW``), or none. Such a time is not trusted, and it decides nothing: no
+    reader picks between files or runs by their times (two files claiming one run with different
+    contents are both left out, whenever each finished), so the run counts as stored."""
+    now = datetime.now(timezone.utc)
+    late = [(str(where), stamp) for where, p in runs
+            if (when := finish_time(stamp := own_columns(p)["timestamp"][0])) is not None and when > now + FUTURE_SKEW]
+    if not late:
+        return []
+    more = f" and {len(late) - 1} more" if len(late) > 1 else ""
+    return [f"{len(late)} run(s) under {path} finished later than this machine's clock says it is now "
+            f"({now:%Y-%m-%d %H:%M} UTC): {late[0][0]} at {late[0][1]}{more}; such a finish time is not trusted and "
+            "decides nothing (no reader orders runs by it), so they are read as stored"]
+
+
+def payloads(path: str | Path, sweep: str | None = None) -> list[tuple[Path, dict]]:
+    """The stored run payloads under ``path`` (``read_board``), one per run id, as (where,
+    payload): what ``load`` reads. Unreadable, foreign or impossible files (``row_problem``,
+    ``run_problem``, ``identity_problem``, ``record_problem``, another sweep's run), run ids
+    claimed with different contents and finish times past the clock are warned about by name;
+    all but the last are left out."""
+    board = read_board(path, sweep)
+    for line in (*board.problems, *board.notes):
+        warnings.warn(line, stacklevel=3)
+    return board.runs
 
 
 @lru_cache(maxsize=None)
@@ -457,11 +759,12 @@ def load(path: str | Path) -> pd.DataFrame:
     today's declarations (``described``). Every file that does not count as stored
     (``verified_run``: unreadable, truncated or foreign JSON, a folder or FIFO in a file's place,
     an impossible row (``row_problem``), rows their own spec cannot have produced
-    (``run_problem``), another run's file under this run's name (``identity_problem``)) is
-    reported by name and skipped. A run id stored twice with the same contents is counted once; stored
+    (``run_problem``), another run's file under this run's name (``identity_problem``), rows that
+    disagree with their run's record or a record with its spec (``record_problem``), another
+    sweep's run (``foreign_sweep``)) is reported by name and skipped. A run id stored twice with the same contents is counted once; stored
     twice with different contents, every file claiming it is named and none is used.
     """
-    return frame(payloads(path) if Path(path).exists() else [])
+    return frame(payloads(path))
 
 
 def frame(found: list[tuple[Path, dict]]) -> pd.DataFrame:
