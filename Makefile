@@ -5,6 +5,8 @@ VENV   ?= .venv
 TORCH  ?= torch==2.13.0
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+CORPORA := .cache/corpora
+CORPORA_STAMP := $(CORPORA)/python3.11-doc.stamp
 SWEEP  ?= default
 ARGS   ?=
 TEST_JOBS ?= auto
@@ -19,12 +21,20 @@ NODE_WHEELS ?= "hydra-core==1.3.8" "omegaconf==2.3.1" "hydra-joblib-launcher==1.
 .DEFAULT_GOAL := help
 # make checkpoint writes, and make sweep RESUME=checkpoint reads, <CHECKPOINTS>/<sweep>.jsonl.gz
 CHECKPOINTS := checkpoints
-.PHONY: help install test test-exhaustive sweep report checkpoint publish report-check bench bench-numerics bench-gpu wheelhouse summary lmeval reproduce store-snapshot clean
+.PHONY: help install corpora test test-exhaustive sweep report checkpoint publish report-check bench bench-numerics bench-gpu wheelhouse summary lmeval reproduce store-snapshot clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
-install: $(STAMP) ## create .venv and install PosBench (torch pinned by TORCH=...)
+install: $(STAMP) $(CORPORA_STAMP) ## create .venv, install PosBench (torch pinned by TORCH=...) and fetch the prose corpus
+
+corpora: $(CORPORA_STAMP) ## fetch the prose corpus: Debian's python3.11-doc, unpacked under .cache/corpora (apt-get download; nothing is installed)
+
+$(CORPORA_STAMP):
+	rm -rf $(CORPORA)/python3.11-doc && mkdir -p $(CORPORA)/python3.11-doc
+	cd $(CORPORA) && apt-get download python3.11-doc && dpkg-deb --fsys-tarfile python3.11-doc_*.deb \
+		| tar -x -C python3.11-doc ./usr/share/doc/python3.11/html/_sources && rm -f python3.11-doc_*.deb
+	touch $@
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)

@@ -100,7 +100,7 @@ class Task:
 
     name: ClassVar[str]
     primary_metric: ClassVar[str]  # the headline metric the leaderboard ranks by, one of ``metrics``
-    # the metrics evaluation scores it by, by name (``suite.results.metrics``); a length the scheme
+    # the metrics evaluation scores it by, by name (``suite.data.metrics``); a length the scheme
     # cannot represent marks each of them '-'
     metrics: ClassVar[tuple[str, ...]] = ("exact_match", "token_accuracy", "loss")
     fixed_length: ClassVar[bool] = False  # trained at the training length only (natural text), not at varied lengths

@@ -9,7 +9,7 @@ The gold value is the single answer span, scored by exact match like any task. I
 ``meta["candidates"]`` lists ``n_candidates`` single-token answers (``[[id], [id], ..]``), the
 gold at index ``meta["gold"]``; the distractors are the other needles' values first, then
 random numbers, all distinct. A model ranks the candidates by their log-likelihood at the answer
-position(s) and the ``reciprocal_rank`` metric (``suite.results.metrics``) turns that into the reciprocal rank,
+position(s) and the ``reciprocal_rank`` metric (``suite.data.metrics``) turns that into the reciprocal rank,
 whose mean over examples is the mean reciprocal rank of TREC QA (Voorhees 1999, "The TREC-8
 Question Answering Track Report"). Ties count against the gold: its rank is 1 plus the number
 of other candidates whose log-likelihood is >= the gold's. Slices: the queried needle's depth and

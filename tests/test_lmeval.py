@@ -644,7 +644,7 @@ def test_each_task_is_scored_by_the_template_its_examples_call_for():
                 "reverse": "_token_template", "niah_single": "_generate_template",
                 "niah_multikey": "_generate_template", "qa": "_generate_template",
                 "flipflop": "_per_query_template", "parity": "_multi_template", "permutation": "_multi_template",
-                "code": "_rolling_template", "prose": "_rolling_template"}
+                "code": "_text_template", "prose": "_text_template"}
     assert {name: yamls.template(name) for name in TASKS} == expected
     assert sorted(p.stem for p in include_dir().glob("posbench_*.yaml")) == sorted(
         [f"posbench_{t}" for t in TASKS] + ["posbench_all", "posbench_core", "posbench_ruler"])

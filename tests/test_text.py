@@ -1,5 +1,5 @@
-"""Natural text (tasks/text.py): the pinned byte corpora, their split, bits per byte, and the code
-and prose tasks through ``suite.run``.
+"""Natural text (tasks/text.py): the same target bytes at every length, bits per byte on them, and
+the code and prose tasks through ``suite.run`` and lm-eval (the corpora: tests/test_corpora.py).
 
 Each test names the one-line mutation it was watched failing on."""
 import math
@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+import tasks.corpora as corpora
 import tasks.text as text
 from suite.config.build import SpecError
 from suite.evaluation.evaluate import score_examples
@@ -19,31 +20,29 @@ from tests.conftest import fast_or_exhaustive, make_spec
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
-TINY = ["model.n_layers=2", "model.d_model=32", "model.n_heads=2", "model.d_ff=64", "train.steps=3",
+TINY = ["task.target=8", "model.n_layers=2", "model.d_model=32", "model.n_heads=2", "model.d_ff=64", "train.steps=3",
         "train.batch_size=4", "train.seq_len=16", "eval.n_examples=3", "eval.batch_size=3", "eval.multiples=[1,2,4]",
         "logger=none"]
-# held_out(name) for these one-letter names (SHA-256 of the name below 0.2 * 2**32)
-HELD, KEPT = "c", "a"
+HELD, KEPT = "c", "a"  # held out and kept by tasks.corpora.held_out (tests/test_corpora.py)
 
 
 @pytest.fixture
 def toy(monkeypatch):
-    """A corpus ``toy`` of the given documents in place of a real one; returns a setter."""
+    """A corpus ``toy`` of the given documents in place of a real one, its targets kept after 4
+    bytes of context (not ``CONTEXT_MAX``); returns a setter."""
+    monkeypatch.setattr(text, "CONTEXT_MAX", 4)
+
     def use(docs, name="toy"):
-        monkeypatch.setitem(text.SOURCES, name, text.Source("a toy", "none", lambda: list(docs)))
-        text.load.cache_clear()
-        return text.load(name)
+        monkeypatch.setitem(corpora.SOURCES, name, corpora.Source("a toy", "none", lambda: list(docs), "make toy"))
+        corpora.load.cache_clear()
+        return corpora.load(name)
     yield use
-    text.load.cache_clear()
+    corpora.load.cache_clear()
 
 
 class Toy(text.TextLM):
     name = "toy"  # not in the registry: a test's own task over the toy corpus
     corpus = "toy"
-
-
-def test_the_split_names_are_what_the_hash_says():
-    assert text.held_out(HELD) and not text.held_out(KEPT)
 
 
 class RepeatModel(torch.nn.Module):
@@ -56,115 +55,95 @@ class RepeatModel(torch.nn.Module):
         return logits
 
 
-def test_bits_per_byte_is_the_hand_computation_on_a_two_document_toy_corpus(toy):
-    """Held-out document ``abb``: its stream is ``abb\\n``, one window of 4 bytes at length 5.
-    Each byte's probability under ``RepeatModel``: ``a`` after ``<s>`` 1/(V+2), ``b`` after ``a``
-    1/(V+2), ``b`` after ``b`` 3/(V+2), ``\\n`` after ``b`` 1/(V+2). With training length 3 the
-    positions at or past it are 3 and 4 (the second ``b`` and ``\\n``).
+def test_bits_per_byte_is_the_hand_computation_on_the_target_bytes(toy):
+    """Held-out document ``abcbb``: its stream is ``abcbb\n``; with 4 bytes of context kept and a
+    target of 2 bytes, the one target slot is ``b\n`` after ``abcb``. Under ``RepeatModel`` the
+    target's ``b`` after ``b`` has probability 3/(V+2) and ``\n`` after ``b`` 1/(V+2); at length 4
+    the window is ``<s> c b b \n`` less its first context byte.
 
-    Mutation checks: ``past = nll[train_len:]`` in tasks/text.py bits_per_byte (one position too
-    late) makes this fail; so does dropping ``/ LN2`` (nats, not bits)."""
-    toy([(KEPT, b"xyzxyzxyz"), (HELD, b"abb")])
-    task = Toy(digest=text.load("toy").digest)
+    Mutation checks: scoring every byte of the window (``answer_spans=[(1, len(tokens))]`` in
+    tasks/text.py target_example) makes this fail; so does dropping ``/ LN2`` (nats, not bits)."""
+    toy([(KEPT, b"xyzxyzxyz"), (HELD, b"abcbb")])
+    task = Toy(digest=corpora.load("toy").digest, target=2)
     (ex,) = task.eval_set(5, 0, 1)
-    assert ex.tokens == [BOS_ID, *text.encode_bytes(b"abb\n")]
+    assert ex.tokens == [BOS_ID, *text.encode_bytes(b"cbb\n")] and ex.answer_spans == [(3, 5)]
     tally = score_examples(RepeatModel(), task, [ex], 1, torch.device("cpu"), torch.autocast("cpu", enabled=False),
                            train_len=3)
     rows = {m: v for m, v, _, s in tally.rows() if s == "all"}
     v = VOCAB_SIZE + 2
-    hand = (3 * math.log2(v) + math.log2(v / 3)) / 4
-    past = (math.log2(v / 3) + math.log2(v)) / 2
+    hand = (math.log2(v / 3) + math.log2(v)) / 2
     assert rows["bits_per_byte"] == pytest.approx(hand, rel=1e-6)
-    assert rows["bits_per_byte_past_train"] == pytest.approx(past, rel=1e-6)
     assert rows["loss"] == pytest.approx(hand * math.log(2), rel=1e-6)  # the suite's own loss, in nats
+    profile = {s: value for m, value, _, s in tally.rows() if m == "bits_per_byte_at"}
+    assert profile["position=4-4"] == pytest.approx(math.log2(v)) and len(profile) == 4  # positions 1..4
 
 
 def test_no_held_out_byte_reaches_training(toy):
     """The training document is all ``T``, the held-out one all ``H``: no training window, at any
-    length or draw, holds an ``H``, and every evaluation window is held-out text only. On the real
-    corpora the two sides share no document and each stream is exactly its side's documents.
+    length or draw, holds an ``H``, and every evaluation example is held-out text only.
 
     Mutation check: building the training stream from every document (``stream(docs)`` for
-    ``stream(kept)`` in Corpus.of) makes this fail."""
+    ``stream(kept)`` in Corpus.of, tasks/corpora.py) makes this fail."""
     corpus = toy([(KEPT, b"T" * 300), (HELD, b"H" * 300)])
-    task = Toy(digest=corpus.digest)
+    task = Toy(digest=corpus.digest, target=4)
     rng = np.random.default_rng(0)
     seen = set()
     for length in (2, 17, 64, 250):
         for _ in range(200):
             seen |= set(text.decode_bytes(task.generate(rng, length).tokens))
     assert seen == {ord("T"), ord("\n")}
-    for length in (5, 33):
+    for length in (6, 9):
         got = {b for ex in task.eval_set(length, 1234, 4) for b in text.decode_bytes(ex.tokens)}
         assert got <= {ord("H"), ord("\n")}
-    for name in ("code", "prose"):
-        real = text.load(name)
-        held = set(real.held_out)
-        assert held and held < set(real.documents)
-        docs = dict(text.SOURCES[name].read())
-        assert bytes(real.test) == b"".join(docs[d] + b"\n" for d in real.documents if d in held)
-        assert bytes(real.train) == b"".join(docs[d] + b"\n" for d in real.documents if d not in held)
 
 
-def test_evaluation_windows_do_not_overlap_and_are_readable_text():
-    """ALiBi's non-overlapping windows, each valid UTF-8, the same set at every call.
+@pytest.mark.parametrize("name", ["code", "prose"])
+def test_every_length_scores_the_same_target_bytes_with_a_growing_context(name):
+    """The targets are byte-identical at every eval length, never overlap, end the window, and are
+    readable text with their context; the context before them grows with the length (by up to 3
+    bytes less, to start on a character boundary).
 
-    Mutation check: ``range(0, ..., 1)`` for the step ``size`` in readable_windows makes this fail."""
-    task = build_task("prose")
-    for length in (64, 512):
-        exs = task.eval_set(length, 1234, 50)
-        starts = [ex.meta["start"] for ex in exs]
-        assert starts == sorted(starts) and all(b - a >= length - 1 for a, b in zip(starts, starts[1:]))
+    Mutation check: drawing the target slots with the length in the seed
+    (``default_rng([seed, target, length])`` in tasks/text.py target_ends) makes this fail."""
+    task = build_task(name)
+    n, t = 40, task.target
+    sets = {length: task.eval_set(length, 1234, n) for length in (64, 128, 512, 4096)}
+    targets = {length: [ex.tokens[ex.answer_spans[0][0]:] for ex in exs] for length, exs in sets.items()}
+    assert all(targets[length] == targets[64] for length in targets)
+    for length, exs in sets.items():
         for ex in exs:
-            text.decode_bytes(ex.tokens).decode("utf-8")  # raises on a split character
-            assert len(ex.tokens) == length and ex.answer_spans == [(1, length)]
-        assert [e.tokens for e in task.eval_set(length, 1234, 50)] == [e.tokens for e in exs]
+            (start, end), = ex.answer_spans
+            assert end == len(ex.tokens) <= length and end - start == t and length - 4 <= len(ex.tokens)
+            text.decode_bytes(ex.tokens[1:start]).decode("utf-8")  # raises on a split character
+            text.decode_bytes(ex.tokens[start:]).decode("utf-8")
+    ends = [ex.meta["end"] for ex in sets[64]]
+    assert ends == sorted(ends) and all(b - a >= t for a, b in zip(ends, ends[1:]))
+    contexts = [np.mean([ex.meta["context"] for ex in sets[length]]) for length in (64, 128, 512, 4096)]
+    assert contexts == sorted(contexts) and contexts[-1] > 4000
+    assert [e.tokens for e in task.eval_set(128, 1234, n)] == [e.tokens for e in sets[128]]
 
 
-def test_the_content_digest_covers_names_and_bytes():
-    """Mutation check: leaving the name out of content_digest makes this fail."""
-    docs = [("a", b"one"), ("b", b"two")]
-    base = text.content_digest(docs)
-    assert text.content_digest([("a", b"one"), ("b", b"twO")]) != base
-    assert text.content_digest([("a", b"one"), ("c", b"two")]) != base
-    assert text.content_digest([("a", b"on"), ("b", b"etwo")]) != base  # a byte moved across documents
-    assert base == text.content_digest(list(docs))
+def test_a_length_past_the_kept_context_is_refused_naming_the_longest():
+    """Mutation check: dropping the longest-length check in ``eval_examples`` makes this fail (a
+    window would start before the held-out stream)."""
+    task = build_task("code")
+    longest = text.CONTEXT_MAX + task.target + 1
+    assert len(task.eval_set(longest, 1234, 2)[0].tokens) >= longest - 3
+    with pytest.raises(ValueError, match=f"at most {longest}"):
+        task.eval_set(longest + 1, 1234, 2)
 
 
-def test_a_different_corpus_is_refused_before_training_naming_both_digests(toy):
-    """Mutation check: returning the corpus in ``checked`` without comparing digests makes this fail."""
-    found = toy([(KEPT, b"other text"), (HELD, b"held")], name="code").digest
-    with pytest.raises(SpecError) as err:
-        make_spec("task=code")
-    message = str(err.value)
-    assert text.PINNED["code"] in message and found in message
-    assert "expected" in message and "make install PYTHON=python3.11" in message and "task.digest" in message
-
-
-def test_a_missing_corpus_is_refused_naming_the_expected_digest(monkeypatch):
-    """Mutation check: letting the ImportError through in ``load`` (no CorpusRefused) makes this fail."""
-    def gone():
-        raise ImportError("No module named 'pydoc_data'")
-
-    monkeypatch.setitem(text.SOURCES, "prose", text.Source(text.SOURCES["prose"].what, "PSF-2.0", gone))
-    text.load.cache_clear()
-    try:
-        with pytest.raises(SpecError, match="corpus 'prose' is missing") as err:
-            make_spec("task=prose")
-    finally:
-        text.load.cache_clear()
-    assert text.PINNED["prose"] in str(err.value) and "Python 3.11.7" in str(err.value)
-
-
-def test_a_changed_corpus_digest_changes_the_run_id(toy):
+def test_a_changed_corpus_digest_changes_the_run_id(toy, monkeypatch):
     """The digest is a task option, so it is in the spec: other text is another run and another cell.
 
     Mutation check: making ``digest`` a class constant instead of a field (``digest = ...`` in
     TextLM and Code, so it leaves the task's options) makes this fail."""
-    pinned = make_spec("task=code")
-    assert dict(pinned.tasks[0].params)["digest"] == text.PINNED["code"]
-    other = toy([(KEPT, b"other text " * 40), (HELD, b"held")], name="code").digest
-    moved = make_spec("task=code", f"task.digest={other}")
+    monkeypatch.setattr(text, "CONTEXT_MAX", 8192)  # the pinned corpus, with its own context
+    pinned = make_spec("task=code", "train.seq_len=64", "eval.multiples=[1,2,4]")
+    assert dict(pinned.tasks[0].params)["digest"] == corpora.PINNED["code"]
+    other = toy([(KEPT, b"other text " * 400), (HELD, b"held text " * 400)], name="code").digest
+    monkeypatch.setattr(text, "CONTEXT_MAX", 600)  # the toy's held-out text keeps 600 bytes before its targets
+    moved = make_spec("task=code", f"task.digest={other}", "train.seq_len=64", "eval.multiples=[1,2,4]")
     assert moved.run_id != pinned.run_id and moved.config_hash != pinned.config_hash
 
 
@@ -183,25 +162,27 @@ FAST = [("alibi", "code"), ("learned", "prose"), ("path", "code")]
 
 @pytest.mark.parametrize("arch,corpus", fast_or_exhaustive(CASES, FAST))
 def test_every_scheme_trains_and_scores_on_both_corpora(arch, corpus, tmp_path):
-    """Through ``suite.run``: bits per byte at every eval length, past the training length above it,
-    or ``unsupported`` for both where the scheme cannot represent the length (learned positions).
+    """Through ``suite.run``: bits per byte on the targets at every eval length, with the loss by
+    position over the whole window, or ``unsupported`` where the scheme cannot represent the length
+    (learned positions).
 
-    Mutation check: dropping "bits_per_byte_past_train" from ``TextLM.metrics`` (tasks/text.py) makes this fail."""
+    Mutation check: dropping "bits_per_byte_at" from ``TextLM.metrics`` (tasks/text.py) makes this fail."""
     import json
 
     spec = make_spec(f"+arch={arch}", f"task={corpus}", "sweep_name=lmtest", *TINY)
     payload = json.loads(execute(spec, results_dir=tmp_path, progress=False).read_text())
     rows = {(r["eval_len"], r["metric"]): r for r in payload["rows"] if r["slice"] == "all"}
-    assert payload["run"]["corpora"][corpus]["digest"] == text.PINNED[corpus]
+    assert payload["run"]["corpora"][corpus]["digest"] == corpora.PINNED[corpus]
     limit = max(spec.eval_lengths) if arch != "learned" else spec.model.layers[0].position_cfg.max_positions
     for n in spec.eval_lengths:
         if n - 1 > limit:
-            assert rows[(n, "bits_per_byte")]["status"] == rows[(n, "bits_per_byte_past_train")]["status"] == "unsupported"
+            assert rows[(n, "bits_per_byte")]["status"] == "unsupported"
             continue
         bpb = rows[(n, "bits_per_byte")]
         assert bpb["status"] == "ok" and bpb["headline"] == "bits_per_byte" and bpb["higher_is_better"] is False
         assert bpb["value"] == pytest.approx(rows[(n, "loss")]["value"] / math.log(2), rel=1e-6)
-        assert ((n, "bits_per_byte_past_train") in rows) == (n > spec.train.seq_len)
+        bins = [r for r in payload["rows"] if r["metric"] == "bits_per_byte_at" and r["eval_len"] == n]
+        assert bins and all(r["slice"].startswith("position=") and r["status"] == "ok" for r in bins)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -217,27 +198,31 @@ def prose_run(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", ["code", "prose"])
-def test_lm_eval_documents_are_the_held_out_windows(name):
-    """Mutation check: ``text_docs`` dropping the first byte (``example.tokens[2:]``) makes this fail."""
+def test_lm_eval_documents_are_the_suites_contexts_and_targets(name):
+    """Mutation check: ``text_docs`` dropping the first context byte (``example.tokens[2:start]``) makes this fail."""
     from suite.lmeval import tasks as T
     from suite.lmeval.yamls import template
 
-    assert template(name) == "_rolling_template"
+    assert template(name) == "_text_template"
     docs = T.build_docs(name, lengths=[64, 128], n_examples=3)
     task = build_task(name)
     for length in (64, 128):
-        want = [text.decode_bytes(ex.tokens[1:]).decode("utf-8") for ex in task.eval_set(length, 1234, 3)]
+        exs = task.eval_set(length, 1234, 3)
         mine = [d for d in docs if d["length"] == length]
-        assert [d["text"] for d in mine] == want and [d["n_bytes"] for d in mine] == [length - 1] * 3
+        assert [d["context"] + d["target"] for d in mine] == [text.decode_bytes(ex.tokens[1:]).decode("utf-8") for ex in exs]
+        assert [d["n_bytes"] for d in mine] == [task.target] * 3 and len({d["target"] for d in mine}) == 3
 
 
 def test_lm_eval_bits_per_byte_equal_the_suites_on_the_same_windows(prose_run):
-    """posbench_prose through lm-eval's loglikelihood_rolling and bits_per_byte aggregation, on the
-    run's own eval windows (same lengths, count and seed), equals the bits per byte the run stored.
+    """posbench_prose through lm-eval's loglikelihood of each target given its context and the
+    bits_per_byte aggregation, on the run's own eval examples (same lengths, count and seed), equals
+    the bits per byte the run stored.
 
     Mutation check: ``tok_encode`` reading the text with the word tokenizer for a byte-level run
-    (``self.byte_level`` False in suite/lmeval/model.py) makes this fail; so does counting
-    characters for bytes in process_results_bytes (``len(doc["text"])`` differs where the prose has
+    (``self.byte_level`` False in suite/lmeval/model.py) makes this fail; so does ``_encode_pair``
+    deferring to lm-eval's for a byte-level run (it moves a context's trailing spaces into the
+    target: 8.60 bits per byte against the suite's 8.22 on this run); so does counting
+    characters for bytes in text_docs (``len(target)`` of the decoded text differs where the prose has
     a curly quote)."""
     import json
 
@@ -250,7 +235,8 @@ def test_lm_eval_bits_per_byte_equal_the_suites_on_the_same_windows(prose_run):
     stored = {r["eval_len"]: r["value"] for r in json.loads(path.read_text())["rows"]
               if r["metric"] == "bits_per_byte" and r["slice"] == "all"}
     manager = TaskManager(include_path=str(include_dir()), include_defaults=False,
-                          metadata={"lengths": spec.eval_lengths, "n_examples": spec.eval.n_examples})
+                          metadata={"lengths": spec.eval_lengths, "n_examples": spec.eval.n_examples,
+                                    "params": {"prose": {"target": dict(spec.tasks[0].params)["target"]}}})
     out = lm_eval.simple_evaluate(model=PosBenchEvalLM(pretrained=str(path)), tasks=["posbench_prose"],
                                   task_manager=manager, bootstrap_iters=0)
     values = out["results"]["posbench_prose"]
@@ -294,16 +280,16 @@ def test_the_lm_recipes_build_and_their_eval_sets_fit_the_held_out_text(name):
     evaluated at 1 to 8 x, and every eval length's set of held-out windows exists (one job of each
     corpus built and its largest eval set drawn).
 
-    Mutation check: eval.n_examples: 64 in conf/sweep/lm_gpu.yaml (the prose held-out text holds
-    37 windows of 4,095 bytes) makes this fail."""
+    Mutation check: eval.n_examples: 200000 in conf/sweep/lm_gpu.yaml (the held-out code holds about
+    100,000 target slots of 16 bytes, fewer of 256) makes this fail."""
     from suite.config.build import build
 
     cfg = _sweep(name)
     params = cfg.hydra.sweeper.params
     zoo = ["kerple", "fire", "fox_decay"] if name == "lm" else ["kerple", "fire", "path", "fox_decay"]
     assert params["+arch"].split(",") == ["nope", "sinusoidal", "learned", "rope", "alibi", "t5", *zoo]
-    corpora = params["+family"] if name == "lm" else params.task
-    assert corpora.split(",") == ["code", "prose"] and len(params.seed.split(",")) == 5
+    families = params["+family"] if name == "lm" else params.task
+    assert families.split(",") == ["code", "prose"] and len(params.seed.split(",")) == 5
     for corpus in ("code", "prose"):
         choice = f"+family={corpus}" if name == "lm" else f"task={corpus}"
         spec = build(_sweep(name, "+arch=alibi", choice, "hydra.mode=RUN").copy())

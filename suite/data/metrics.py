@@ -22,7 +22,9 @@ from typing import Callable, Optional, Sequence
 LEARNED_AT = 0.9  # a run has learned its task when its headline score at the training length reaches this share of the best value
 TIED_BELOW = 0.01  # the tie margin a metric declares unless it says otherwise: two means closer than this are tied
 LN2 = math.log(2.0)
-MEAN, POOLED = "mean", "pooled"  # how a metric's examples combine: the mean of their values, or a ratio of sums
+# how a metric's examples combine: the mean of their values; a ratio of sums; a ratio of sums per slice (a profile)
+MEAN, POOLED, PROFILE = "mean", "pooled", "profile"
+BINS_PER_OCTAVE = 4  # position bins of a profile: log-spaced, four to each doubling of the position
 PREDICTIONS, LOSSES, CANDIDATES = "predictions", "losses", "candidates"  # what a metric reads of an example
 
 
@@ -77,12 +79,26 @@ def _reciprocal_rank(e: Evidence) -> float:
 
 
 def _bits_per_byte(e: Evidence) -> float:
-    return float(sum(map(float, e.nll)) / len(e.nll) / LN2)
+    """Bits per byte over the example's scored bytes (natural text: its target)."""
+    at = e.answer_positions()
+    return float(sum(float(e.nll[i]) for i in at) / len(at) / LN2)
 
 
-def _bits_per_byte_past_train(e: Evidence) -> Optional[float]:
-    past = [float(x) for x in e.nll[e.train_len - 1:]]
-    return sum(past) / len(past) / LN2 if past else None
+def position_bins(length: int) -> list[tuple[int, int]]:
+    """[lo, hi) bins of the positions 1 .. length - 1 of a window, ``BINS_PER_OCTAVE`` to each
+    doubling (log-spaced edges, rounded to whole positions, the last one ending at ``length``)."""
+    edges, k = [1], 1
+    while edges[-1] < length:
+        edges.append(max(edges[-1] + 1, min(length, round(2 ** (k / BINS_PER_OCTAVE)))))
+        k += 1
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def _bits_per_byte_at(e: Evidence) -> dict[str, tuple[float, float]]:
+    """Per position bin of the window (every byte, context and target): (bits summed, bytes)."""
+    nll = e.nll  # (T - 1,): the loss of the byte at position p + 1 is at index p
+    return {f"position={lo}-{hi - 1}": (sum(float(x) for x in nll[lo - 1 : hi - 1]) / LN2, float(hi - lo))
+            for lo, hi in position_bins(len(nll) + 1)}
 
 
 @dataclass(frozen=True)
@@ -102,9 +118,10 @@ class Metric:
 
     def combine(self, values: list) -> float:
         """The metric over examples from their ``compute`` values (None left out): their mean, or
-        for a pooled metric the sum of totals over the sum of counts (at least 1)."""
+        for a pooled metric (and each slice of a profile) the sum of totals over the sum of counts
+        (at least 1)."""
         values = [v for v in values if v is not None]
-        if self.aggregate == POOLED:
+        if self.aggregate in (POOLED, PROFILE):
             return sum(t for t, _ in values) / max(sum(c for _, c in values), 1)
         return sum(values) / len(values)
 
@@ -141,21 +158,33 @@ class Metric:
 
 INF = math.inf
 METRICS: dict[str, Metric] = {m.name: m for m in (
-    Metric("exact_match", 0.0, 1.0, True, share=True, compute=_exact_match,
+    # shares and accuracies: 0.01, one example in a hundred (the eval sets' size), about 0.6 of the median
+    # seed-to-seed sd of the shipped boards' cells of these metrics (0.016 to 0.020)
+    Metric("exact_match", 0.0, 1.0, True, share=True, compute=_exact_match, tie_margin=0.01,
            doc="share of examples with every answer reproduced exactly"),
-    Metric("token_accuracy", 0.0, 1.0, True, compute=_token_accuracy, aggregate=POOLED,
+    Metric("token_accuracy", 0.0, 1.0, True, compute=_token_accuracy, aggregate=POOLED, tie_margin=0.01,
            doc="answer tokens predicted over answer tokens, pooled over the examples"),
-    Metric("string_match_all", 0.0, 1.0, True, compute=_string_match_all,
+    Metric("string_match_all", 0.0, 1.0, True, compute=_string_match_all, tie_margin=0.01,
            doc="RULER: mean over examples of the share of its answers found"),
-    Metric("string_match_part", 0.0, 1.0, True, share=True, compute=_string_match_part,
+    Metric("string_match_part", 0.0, 1.0, True, share=True, compute=_string_match_part, tie_margin=0.01,
            doc="RULER: share of examples with any answer found"),
-    Metric("reciprocal_rank", 0.0, 1.0, True, compute=_reciprocal_rank, reads=CANDIDATES,
+    Metric("reciprocal_rank", 0.0, 1.0, True, compute=_reciprocal_rank, reads=CANDIDATES, tie_margin=0.01,
            doc="mean of 1 / rank of the right candidate"),
-    Metric("loss", 0.0, INF, False, compute=_loss, aggregate=POOLED, reads=LOSSES, doc="cross-entropy on the answer tokens, in nats"),
-    Metric("bits_per_byte", 0.0, INF, False, compute=_bits_per_byte, reads=LOSSES,
-           doc="natural text: mean over a window's bytes of -log2 p(byte | the window before it)"),
-    Metric("bits_per_byte_past_train", 0.0, INF, False, compute=_bits_per_byte_past_train, reads=LOSSES,
-           doc="natural text: bits per byte over the positions at or past the training length only (extrapolation)"),
+    # a loss in nats: 0.015, the bits-per-byte margin below on the natural-log scale (0.02 bits = 0.014 nats)
+    Metric("loss", 0.0, INF, False, compute=_loss, aggregate=POOLED, reads=LOSSES, tie_margin=0.015,
+           doc="cross-entropy on the answer tokens, in nats"),
+    # bits per byte: 0.02 bits, about 1 % of the 2 to 3 bits a byte the small models score and, as 0.01 is for
+    # shares, about 0.6 of the median seed-to-seed sd of the shipped boards' bits-per-byte cells (0.037 bits):
+    # 0.01, an accuracy's margin, would call seed noise a win on this scale
+    Metric("bits_per_byte", 0.0, INF, False, compute=_bits_per_byte, reads=LOSSES, tie_margin=0.02,
+           doc="natural text: -log2 p(byte | the bytes before it), the mean over the scored bytes of the examples "
+               "(the same target bytes at every length)"),
+    Metric("bits_per_byte_past_train", 0.0, INF, False, tie_margin=0.02,
+           doc="natural text, stored by runs before the same-bytes protocol: bits per byte over the positions at or "
+               "past the training length only"),
+    Metric("bits_per_byte_at", 0.0, INF, None, compute=_bits_per_byte_at, aggregate=PROFILE, reads=LOSSES,
+           doc="natural text: bits per byte at each position bin of the evaluation windows (slice position=lo-hi), "
+               "context and target alike: the loss-against-position curve"),
     Metric("diverged_at_step", 0.0, INF, None, doc="the step at which the loss stopped being finite"),
     Metric("check_score", 0.0, 1.0, None,
            doc="training to criterion: the headline score on the check set (apart from the eval set) at the training "

@@ -33,7 +33,7 @@ from suite.model.position.base import untrained_share
 from suite.config.run_spec import RunSpec
 from suite.data.batch import collate, next_token_loss
 from suite.evaluation.slices import ALL, format_slice
-from suite.data.metrics import CANDIDATES, MEAN, PREDICTIONS, Evidence, Metric, metric
+from suite.data.metrics import CANDIDATES, MEAN, PREDICTIONS, PROFILE, Evidence, Metric, metric
 
 
 def candidate_logliks(logprobs: torch.Tensor, ex) -> list[float]:
@@ -63,6 +63,10 @@ class _Tally:
             value = m.compute(evidence)
             if value is None:
                 continue
+            if m.aggregate == PROFILE:  # one (total, count) per slice of its own: a position bin
+                for s, part in value.items():
+                    self.slices[(m.name, s)].append(part)
+                continue
             self.values[m.name].append(value)
             if m.aggregate == MEAN:  # a pooled metric (token accuracy, loss) is one figure over the cell's tokens
                 for s in slices:
@@ -75,7 +79,7 @@ class _Tally:
     def rows(self):
         """(metric, value, examples, slice) of every metric with a value: over all examples, then per slice."""
         out = [(m.name, self.value(m.name), self.n, ALL) for m in self.metrics if self.values[m.name]]
-        out += [(m, float(np.mean(v)), len(v), s) for (m, s), v in sorted(self.slices.items())]
+        out += [(m, metric(m).combine(v), len(v), s) for (m, s), v in sorted(self.slices.items())]
         return out
 
 

@@ -5,8 +5,8 @@ to write.
 Each task's YAML names the template that scores it (``suite/lmeval/yaml/_*_template``), chosen by
 what the task is:
 
-* a natural-text task (``byte_level``: code, prose): ``_rolling_template``, lm-eval's
-  ``loglikelihood_rolling`` over each held-out window, giving bits per byte;
+* a natural-text task (``byte_level``: code, prose): ``_text_template``, lm-eval's
+  ``loglikelihood`` of each example's target bytes given its context, giving bits per byte;
 * a task that ranks candidates (a metric of its ``metrics`` reads them, ``reciprocal_rank``): ``_choice_template``, lm-eval's
   ``multiple_choice``;
 * a task whose answers sit between queries (answer spans apart from each other, so
@@ -52,7 +52,7 @@ def template(name: str) -> str:
     """The template that scores task ``name`` (see the module docstring)."""
     task = task_spec(name).build()
     if task.byte_level:
-        return "_rolling_template"
+        return "_text_template"
     if any(metric(m).reads == CANDIDATES for m in task.metrics):
         return "_choice_template"
     length = shortest_length(task, PROBE_LIMIT)
