@@ -10,8 +10,9 @@ checked by ``suite.commandline.output_problem``):
 
 - ``writing``: a failure to write (an ``OSError``, or a library's own error class such as
   torch.save's ``RuntimeError`` on a full disk) leaves as an ``OSError`` naming the file.
-- ``read_regular``: a file of a results folder is read only when it is a regular file, so a FIFO or
-  a socket named ``x.json`` is named and skipped instead of blocking the reader.
+- ``read_regular`` (``open_regular``, ``append_regular``): a file of a results folder is read or
+  appended to only when it is a regular file, so a FIFO or a socket named ``x.json``, ``ckpt.pt``,
+  ``lock`` or ``_sweeps.jsonl`` is named and skipped or refused instead of blocking the process.
 """
 from __future__ import annotations
 
@@ -60,20 +61,25 @@ def run_lock(results_dir, sweep: str, run_id: str):
     """Hold an exclusive lock on a run while it trains; yields False when another process holds it.
 
     The lock is an ``flock`` on ``_work/<run_id>/lock``, so it is released when its holder exits
-    or dies, and two sweeps over the same results folder never train the same run at once.
+    or dies, and two sweeps over the same results folder never train the same run at once. A lock
+    that is not a regular file (a FIFO, a folder) is an ``OSError`` naming it, never waited on.
     """
     path = work_dir(results_dir, sweep, run_id) / "lock"
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as fh:
+    with writing(path):
+        fd = _append_fd(path)  # a FIFO or a folder there is named at once, never waited on
+    try:
         try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             yield False
             return
         try:
             yield True
         finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def _jsonable(obj):
@@ -116,10 +122,11 @@ def writing(path, also: tuple[type[BaseException], ...] = ()):
         raise OSError(errno.EIO, f"{type(err).__name__}: {first}", str(path)) from err
 
 
-def read_regular(path) -> bytes:
-    """The bytes of ``path`` when it is a regular file; an ``OSError`` naming it otherwise (a FIFO,
-    a socket, a device or a folder), raised without waiting for a writer: the file is opened
-    non-blocking and checked before anything is read."""
+@contextlib.contextmanager
+def open_regular(path):
+    """``path`` open for reading (binary) when it is a regular file; an ``OSError`` naming it
+    otherwise (a FIFO, a socket, a device or a folder), raised without waiting for a writer: the
+    file is opened non-blocking and checked before anything is read."""
     kind = _not_regular(os.stat(path).st_mode)
     if kind is None:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
@@ -128,10 +135,48 @@ def read_regular(path) -> bytes:
             if kind is None:
                 os.set_blocking(fd, True)
                 with os.fdopen(fd, "rb", closefd=False) as fh:
-                    return fh.read()
+                    yield fh
+                    return
         finally:
             os.close(fd)
     raise OSError(errno.EINVAL, f"not a regular file but {kind}", str(path))
+
+
+def read_regular(path) -> bytes:
+    """The bytes of ``path`` when it is a regular file (``open_regular``); an ``OSError`` naming
+    it otherwise, raised without waiting for a writer."""
+    with open_regular(path) as fh:
+        return fh.read()
+
+
+def _append_fd(path) -> int:
+    """A descriptor of ``path`` (created if missing, mode 0666 less the umask) open for appending
+    when it is a regular file; an ``OSError`` naming it otherwise, at once: a FIFO is never waited
+    on for a reader (opened non-blocking, and checked before and after the open)."""
+    if os.path.exists(path) and (kind := _not_regular(os.stat(path).st_mode)) is not None:
+        raise OSError(errno.EINVAL, f"not a regular file but {kind}", str(path))
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o666)
+    except OSError as err:
+        if err.errno == errno.ENXIO:  # a FIFO made after the check, with no reader
+            raise OSError(errno.EINVAL, "not a regular file but a FIFO", str(path)) from None
+        raise
+    if (kind := _not_regular(os.fstat(fd).st_mode)) is not None:
+        os.close(fd)
+        raise OSError(errno.EINVAL, f"not a regular file but {kind}", str(path))
+    os.set_blocking(fd, True)
+    return fd
+
+
+def append_regular(path, text: str) -> None:
+    """Append ``text`` to ``path`` (created if missing) in one write, when it is a regular file
+    (``_append_fd``); a failure is an ``OSError`` naming the file (``writing``)."""
+    with writing(path):
+        fd = _append_fd(path)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
 
 
 def _not_regular(mode: int) -> str | None:

@@ -8,12 +8,15 @@ status, wall time and headline scores.
 """
 from __future__ import annotations
 
+import errno
 import json
 import math
-import os
 import time
+import warnings
 from pathlib import Path
 from typing import Callable, Optional
+
+from suite.files import append_regular, read_regular
 
 
 def duration(seconds: float) -> str:
@@ -117,7 +120,8 @@ def finished_line(run_id: str, status: str, wall_s: float, rows: list[dict], tas
 # expands every job before the first starts, writes the count and the parallelism to a plan file in
 # the sweep's folder (``hydra.sweep.dir``, one per invocation: ``validate.PLAN``), and every job
 # appends one line to the ledger beside it when it ends. A job reads both: "run k of N" and the
-# time left from the jobs done.
+# time left from the jobs done. A plan or ledger that is not a regular file (a FIFO) is named in one
+# warning, never waited on (``suite.files.read_regular``, ``append_regular``).
 
 
 class SweepProgress:
@@ -131,6 +135,7 @@ class SweepProgress:
         self.k, self.n, self.parallel = k, n, max(1, parallel)
         self.ledger = None if ledger is None else Path(ledger)  # None: kept in memory (one process's runs)
         self._kept: list[dict] = []
+        self._said: set[str] = set()  # what was said about a ledger that cannot be read or appended to
 
     @classmethod
     def of_plan(cls, plan_file, job_num: int) -> Optional["SweepProgress"]:
@@ -138,9 +143,13 @@ class SweepProgress:
         ``plan_file``, its ledger beside it (``<plan>.jsonl``); None when there is no readable plan
         (a sweep launched without the callback)."""
         try:
-            plan = json.loads(Path(plan_file).read_text())
+            plan = json.loads(read_regular(plan_file))  # a FIFO is named, never waited on
             return cls(int(job_num) + 1, int(plan["jobs"]), int(plan.get("parallel", 1)), Path(plan_file).with_suffix(".jsonl"))
-        except (OSError, ValueError, KeyError, TypeError):
+        except OSError as err:
+            if err.errno != errno.ENOENT:
+                warnings.warn(f"sweep plan {plan_file} cannot be read ({err.strerror or err}): no run counts", stacklevel=2)
+            return None
+        except (ValueError, KeyError, TypeError):
             return None
 
     def done(self) -> list[dict]:
@@ -148,8 +157,10 @@ class SweepProgress:
         if self.ledger is None:
             return list(self._kept)
         try:
-            text = self.ledger.read_text()
-        except OSError:
+            text = read_regular(self.ledger).decode(errors="replace")  # a FIFO is named, never waited on
+        except OSError as err:
+            if err.errno != errno.ENOENT:
+                self._say_once(f"sweep ledger {self.ledger} cannot be read ({err.strerror or err}): runs done are not counted")
             return []
         out = []
         for line in text.splitlines():
@@ -199,11 +210,17 @@ class SweepProgress:
         return f"run {self.k} of {self.n} {how} | {self.status(done[:mine + 1])}"
 
     def _append(self, line: str) -> None:
-        fd = os.open(self.ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        """One short append (whole lines, whatever the jobs' order); a ledger that cannot take it (a
+        FIFO, a full disk) is named once, and the job goes on uncounted."""
         try:
-            os.write(fd, line.encode())  # one short append: whole lines, whatever the jobs' order
-        finally:
-            os.close(fd)
+            append_regular(self.ledger, line)
+        except OSError as err:
+            self._say_once(f"sweep ledger {self.ledger} cannot be appended to ({err.strerror or err}): this job's end is not counted")
+
+    def _say_once(self, line: str) -> None:
+        if line not in self._said:
+            self._said.add(line)
+            warnings.warn(line, stacklevel=3)
 
 
 class CountLines:

@@ -30,6 +30,7 @@ from omegaconf.errors import OmegaConfBaseException
 from suite.config.build import SpecError
 from suite.config.preflight import preflight
 from suite.config.resources import ResourceError, check_results_dir
+from suite.files import append_regular, read_regular, write_atomic
 
 log = logging.getLogger("posbench")
 
@@ -58,14 +59,41 @@ def write_plan(sweep_dir, jobs: int, parallel: int) -> Path:
     """The sweep's job count and how many run at once, in ``<sweep_dir>/PLAN``, for its jobs to
     read (``suite.progress.SweepProgress.of_plan``; they append their ends beside it); returns it."""
     path = Path(sweep_dir) / PLAN
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"jobs": int(jobs), "parallel": max(1, int(parallel))}))
+    write_atomic(path, json.dumps({"jobs": int(jobs), "parallel": max(1, int(parallel))}))  # over a FIFO too, never waiting
     return path
 
 
 def sweep_log_path(results_dir, sweep: str) -> Path:
     """One JSON line per multirun invocation of a sweep: start, end, wall time, jobs, parallelism."""
     return Path(results_dir) / sweep / "_sweeps.jsonl"
+
+
+def append_sweep_log(path: Path, record: dict) -> str | None:
+    """Append ``record`` as one line to the sweep log ``path`` (``suite.files.append_regular``: a
+    FIFO or a folder there is named, never waited on); None, or the one line saying why not."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        append_regular(path, json.dumps(record) + "\n")
+    except OSError as err:
+        return f"not recording this multirun's wall time: {err.filename or path}: {err.strerror or err}"
+    return None
+
+
+def read_sweep_log(path: Path) -> list[dict]:
+    """The records of the sweep log ``path``, one per whole line (a line cut short by a killed
+    process is skipped); [] when there is none. A log that is not a regular file (a FIFO, a
+    folder) is an ``OSError`` naming it, raised without waiting (``suite.files.read_regular``)."""
+    if not os.path.lexists(path):
+        return []
+    out = []
+    for line in read_regular(path).decode(errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            out.append(record)
+    return out
 
 
 def writable_dir_problem(key: str, folder: str) -> str | None:
@@ -145,7 +173,5 @@ class ValidateSweep(Callback):
                   "wall_s": round(time.perf_counter() - self._t0, 2), "jobs": self._jobs,
                   "launcher": str(launcher.get("_target_", "")).rsplit(".", 1)[-1],
                   "parallel": int(launcher.get("n_jobs") or 1)}  # as configured, as the record always held
-        path = sweep_log_path(config.results_dir, config.sweep_name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a") as fh:
-            fh.write(json.dumps(record) + "\n")
+        if (why := append_sweep_log(sweep_log_path(config.results_dir, config.sweep_name), record)) is not None:
+            log.warning("%s", why)

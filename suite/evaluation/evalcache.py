@@ -8,7 +8,8 @@ own ``content`` hash proves nothing (anyone who edits the examples can recompute
 time a process uses a set it regenerates the set in full and compares content hashes; the honest
 hash is remembered for the rest of the process (``_HONEST``), so later uses only read the file
 and compare. A cached file that is unreadable, names another set, holds another number of
-examples, or holds examples its seed does not generate is named in a warning, set aside
+examples, or holds examples its seed does not generate (or is no regular file: a FIFO or a folder,
+named and never waited on) is named in a warning, set aside
 (``suite.files.set_aside``: ``_evalsets/_set_aside/<name>.damaged-<n>``, never deleted) and
 written again from the regenerated set, and the run is scored on the regenerated examples.
 
@@ -30,7 +31,7 @@ from typing import Optional
 
 from suite.config.codedigest import generator_digest
 from suite.evaluation.evalsets import eval_set_hash, generate
-from suite.files import set_aside, write_json_atomic
+from suite.files import read_regular, set_aside, write_json_atomic
 from tasks.base import Example
 
 _HONEST: dict[str, str] = {}  # eval-set hash -> content hash of the set regenerated from its seed in this process
@@ -51,7 +52,7 @@ def content_hash(examples: list[dict]) -> str:
 
 def _read(path: Path, digest: str, n: int) -> tuple[list[Example], str]:
     """(the cached set, its content hash), or ValueError naming what is wrong with the file."""
-    payload = json.loads(path.read_text())
+    payload = json.loads(read_regular(path))  # a FIFO or a folder is named, never waited on
     examples = payload["examples"]
     if payload.get("hash") != digest:
         raise ValueError(f"it names set {payload.get('hash')!r}, not {digest!r}")
@@ -81,8 +82,6 @@ def eval_set(task_name: str, params: dict, task, length: int, seed: int, n: int,
     fresh = None
     if path is not None and os.path.lexists(path):
         try:
-            if not path.is_file():
-                raise ValueError("it is not a regular file")  # a folder, or a FIFO that would block a read
             cached, content = _read(path, digest, n)
         except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as err:
             problem = f"is damaged ({type(err).__name__}: {err})"

@@ -1,8 +1,10 @@
 """Training checkpoints: written atomically, read back into the model and optimizer, and a bad
 one reported and set aside so the run starts over. A checkpoint records the run it belongs to
 (its spec hash) and its step; the finished training's ``trained.json`` records the run and the
-SHA-256 of its ``model.pt``. Another run's file, a step outside the run, or weights that are not
-the recorded ones are refused with a warning that says why, and the run trains again. Storage only: a checkpoint restores exactly
+SHA-256 of its ``model.pt``. Another run's file, a step outside the run, weights that are not
+finite or not the recorded ones, times that are not times, garbage bytes, or a FIFO or folder in
+a file's place (named, never waited on) are refused with a warning that says why, and the run
+trains again. Storage only: a checkpoint restores exactly
 the state it saved (the SIGKILL-resume test holds a resumed run to an uninterrupted one), so
 this module is not part of the code digest that stamps results."""
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Callable, Optional
 
 import torch
 
-from suite.files import read_regular, write_json_atomic, writing
+from suite.files import open_regular, read_regular, set_aside, write_json_atomic, writing
 
 
 def _save(obj, path: Path) -> None:
@@ -47,17 +49,49 @@ def save_checkpoint(path: Path, model, optimizer, step: int, owner: str, spent: 
         tmp.unlink(missing_ok=True)
 
 
-def load_checkpoint(path: Path, model, optimizer, owner: str, steps: int) -> tuple[int, dict, list, list]:
-    """(the checkpoint's step, the training's time up to it, its logged history before it, the
-    checks made up to it), its state restored; ValueError when it belongs to another run or its
-    step is not one this run of at most ``steps`` steps saves (1 to steps - 1). A checkpoint
-    written before the history (or the checks) were kept gives an empty list."""
-    state = torch.load(path, map_location="cpu", weights_only=True)
+def _torch_load(path: Path):
+    """``torch.load`` of ``path`` (weights only) when it is a regular file; a FIFO or a folder there
+    is an ``OSError`` naming it, never waited on (``suite.files.open_regular``)."""
+    with open_regular(path) as fh:
+        return torch.load(fh, map_location="cpu", weights_only=True)
+
+
+def _garbage(state, owner: str, steps: int) -> str | None:
+    """Why a loaded checkpoint is not one this run (``owner``, at most ``steps`` steps) wrote, or
+    None: a mapping of this run, at a step it saves, with finite weights and times >= 0."""
+    if not isinstance(state, dict):
+        return f"it holds a {type(state).__name__}, not a checkpoint"
     if state.get("run") != owner:
-        raise ValueError(f"it belongs to run {state.get('run')!r}, not {owner!r}")
+        return f"it belongs to run {state.get('run')!r}, not {owner!r}"
     step = state.get("step")
     if not isinstance(step, int) or not 0 < step < steps:
-        raise ValueError(f"its step {step!r} is not one a run of {steps} steps saves (1 to {steps - 1})")
+        return f"its step {step!r} is not one a run of {steps} steps saves (1 to {steps - 1})"
+    weights = state.get("model")
+    if not isinstance(weights, dict) or not all(isinstance(t, torch.Tensor) for t in weights.values()):
+        return "it holds no model weights"
+    if not all(torch.isfinite(t).all() for t in weights.values() if t.is_floating_point()):
+        return "its model weights hold NaN or inf"
+    spent = state.get("spent") or {}
+    if not isinstance(spent, dict):
+        return f"its time spent {spent!r} is not a mapping of times"
+    for key in ("wall_s", "batch_s"):
+        value = spent.get(key, 0.0)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < float("inf"):
+            return f"its time spent {key} {value!r} is not a time (a finite number of seconds >= 0)"
+    return None
+
+
+def load_checkpoint(path: Path, model, optimizer, owner: str, steps: int) -> tuple[int, dict, list, list]:
+    """(the checkpoint's step, the training's time up to it, its logged history before it, the
+    checks made up to it), its state restored; ValueError when it is not one this run wrote
+    (``_garbage``: another run's, a step this run of at most ``steps`` steps never saves (1 to
+    steps - 1), weights that are not finite, a time that is not one); OSError when it is not a
+    regular file. A checkpoint written before the history (or the checks) were kept gives an
+    empty list."""
+    state = _torch_load(path)
+    if (why := _garbage(state, owner, steps)) is not None:
+        raise ValueError(why)
+    step = state["step"]
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     torch.set_rng_state(state["torch_rng"])
@@ -75,7 +109,7 @@ def resume(path: Optional[Path], model, make_optimizer: Callable[[], torch.optim
     its initial weights)."""
     optimizer = make_optimizer()
     nothing = {"wall_s": 0.0, "batch_s": 0.0}
-    if path is None or not path.exists():
+    if path is None or not os.path.lexists(path):
         return optimizer, 0, nothing, [], []
     initial = {k: v.clone() for k, v in model.state_dict().items()}  # restored if the checkpoint is bad
     try:
@@ -83,15 +117,27 @@ def resume(path: Optional[Path], model, make_optimizer: Callable[[], torch.optim
     except Exception as err:  # noqa: BLE001 - any unreadable checkpoint means: start over
         first_line = (str(err).splitlines() or [""])[0]
         warnings.warn(f"checkpoint {path} could not be loaded ({type(err).__name__}: {first_line}); "
-                      "training this run from scratch", stacklevel=3)
-        path.unlink(missing_ok=True)
+                      f"{_discard(path)}; training this run from scratch", stacklevel=3)
         model.load_state_dict(initial)
         return make_optimizer(), 0, nothing, [], []
 
 
+def _discard(path: Path) -> str:
+    """Take what is at ``path`` out of the run's way: a file or a FIFO is removed, anything else
+    (a folder) set aside (``suite.files.set_aside``); returns what was done, for the warning."""
+    try:
+        path.unlink(missing_ok=True)
+        return "it was removed"
+    except OSError:
+        try:
+            return f"it was set aside as {set_aside(path)}"
+        except OSError as err:
+            return f"it was left in place ({err.strerror or err}): remove it"
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -145,10 +191,9 @@ def load_trained(work: Path, model, owner: str) -> Optional[dict]:
         return None
     try:
         record = trained_record(work, owner)
-        model.load_state_dict(torch.load(work / "model.pt", map_location="cpu", weights_only=True))
+        model.load_state_dict(_torch_load(work / "model.pt"))
         return record
     except Exception as err:  # noqa: BLE001 - an unreadable finished training means: train again
         warnings.warn(f"finished training in {work} could not be loaded ({type(err).__name__}: {err}); "
-                      "training this run again", stacklevel=2)
-        marker.unlink(missing_ok=True)
+                      f"{marker.name}: {_discard(marker)}; training this run again", stacklevel=2)
         return None
