@@ -111,11 +111,11 @@ def changes_text(changes: list[tuple], limit: int = CELLS_SHOWN) -> str:
     """The changed cells as a person reads them: a count, then one line per cell (run, task, eval
     length, slice when not all, metric: old -> new), the first ``limit`` of them and a count of the rest."""
     runs = len({c[0] for c in changes})
+    count = f"{len(changes)} cell{'s' * (len(changes) != 1)} of {runs} run{'s' * (runs != 1)} it holds change"
     lines = [f"  {rid} {task} @{eval_len}{'' if sl == 'all' else f' [{sl}]'} {metric}: {_cell_value(a)} -> {_cell_value(b)}"
              for rid, task, eval_len, sl, metric, a, b in changes[:limit]]
     more = [f"  and {len(changes) - limit} more"] if len(changes) > limit else []
-    return "\n".join([f"{len(changes)} cells of {runs} of its runs change (run, task, @eval length, metric: old -> new):",
-                      *lines, *more])
+    return "\n".join([f"{count} (run, task, @eval length, metric: old -> new):", *lines, *more])
 
 
 def backup_path(out: str | Path) -> Path:

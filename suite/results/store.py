@@ -178,6 +178,8 @@ def _shipped_text(path: Path) -> tuple[str, str | None]:
         data = read_regular(path)
     except OSError as err:
         return "", f"it cannot be read ({err.strerror or err})"
+    if not data:
+        return "", "it is empty, not a gzipped JSON-lines file"
     try:
         return gzip.decompress(data).decode(), None
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as err:
