@@ -6,7 +6,15 @@ FIFOs where a results folder holds files.
   for each wording torch gives the failure.
 - A run resumed from its finished training, or from a checkpoint of its training, stores the
   run's time, not the resumed process's.
-- A FIFO named like a run file is named and skipped by every reader, never waited on.
+- A FIFO named like a run file, or where a run keeps its lock, checkpoint, model or marker
+  (``_work``), where an eval set is cached (``_evalsets``), or where a sweep logs its multiruns
+  (``_sweeps.jsonl``) or its jobs' plan and ledger, is named and skipped or refused by every
+  reader, never waited on.
+- A checkpoint of garbage (bytes, an empty or cut file, a list, another run's, a step the run
+  never saves, no or NaN weights, weights of other shapes, a time that is not one, a folder or a
+  FIFO) is named in one warning and the run trains from scratch, loading nothing of it.
+- A finish time past the reader's clock is named once per board read and decides nothing: the
+  run counts as stored whenever it is read, and no reader picks between files by time.
 
 Mutation checks: ``checkpoint._save`` converting only messages containing "write" (as it did)
 makes test_torch_save_failure_is_named_whatever_torch_says[basic_ios] and the full-disk cases
@@ -14,11 +22,13 @@ fail with a RuntimeError; ``write_atomic`` without ``writing`` makes
 test_a_full_disk_under_each_writer_names_the_file[write_atomic] fail (no file name); storing
 ``time.perf_counter() - self.t0`` as the run's wall time again makes
 test_a_run_killed_during_evaluation_stores_the_runs_time fail; ``store.read_run`` opening the
-file with ``open`` again makes every FIFO case time out.
+file with ``open`` again makes every FIFO case time out; the FIFO, garbage-checkpoint and
+finish-time tests name their own.
 """
 from __future__ import annotations
 
 import contextlib
+import shutil
 import errno
 import json
 import os
@@ -40,6 +50,7 @@ from suite.report import compare
 from suite.results import shipped, store
 from suite.training import checkpoint
 from tests import forked_cli
+from tests.conftest import fast_or_exhaustive
 from tests.test_compare import _sweep
 
 
@@ -277,12 +288,98 @@ def _trained_marker(tmp_path, folder, fifo):
     return work
 
 
+def _in_work(folder, fifo, name: str) -> Path:
+    """A FIFO at ``_work/r/<name>`` in place of the results folder's ``x.json`` one."""
+    os.unlink(fifo)
+    work = folder / "_work" / "r"
+    work.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(work / name)
+    return work / name
+
+
+def _work_lock(tmp_path, folder, fifo):
+    lock = _in_work(folder, fifo, "lock")
+    with pytest.raises(OSError, match="not a regular file but a FIFO") as err, files.run_lock(folder.parent, "s", "r"):
+        pass
+    print(err.value, file=sys.stderr)
+    return lock
+
+
+def _work_checkpoint(tmp_path, folder, fifo):
+    ckpt = _in_work(folder, fifo, "ckpt.pt")
+    model = torch.nn.Linear(1, 1)
+    _, start, *_ = checkpoint.resume(ckpt, model, lambda: torch.optim.SGD(model.parameters(), lr=0.1), "r", 10)
+    assert start == 0 and not os.path.lexists(ckpt)
+    return ckpt
+
+
+def _work_model(tmp_path, folder, fifo):
+    model_pt = _in_work(folder, fifo, "model.pt")
+    (model_pt.parent / "trained.json").write_text(json.dumps({"run": "r", "model_sha256": "0" * 64}))
+    assert checkpoint.load_trained(model_pt.parent, torch.nn.Linear(1, 1), "r") is None
+    return model_pt
+
+
+def _evalset(tmp_path, folder, fifo):
+    from suite.config.codedigest import generator_digest
+    from suite.evaluation import evalcache
+    from suite.evaluation.evalsets import eval_set_hash
+    from tasks import build_task
+
+    os.unlink(fifo)
+    cache, task = folder.parent / "_evalsets", build_task("copy")
+    cache.mkdir()
+    path = cache / f"copy-16-{eval_set_hash('copy', {}, 16, 0, 3, generator_digest(type(task).name))}.json"
+    os.mkfifo(path)
+    examples, _ = evalcache.eval_set("copy", {}, task, 16, 0, 3, cache_dir=cache)
+    assert len(examples) == 3 and path.is_file()  # regenerated and cached in its place
+    return path
+
+
+def _sweeps_log(tmp_path, folder, fifo):
+    from suite.config import validate
+
+    os.unlink(fifo)
+    log = validate.sweep_log_path(folder.parent, "s")
+    os.mkfifo(log)
+    print(validate.append_sweep_log(log, {"sweep": "s"}), file=sys.stderr)
+    with pytest.raises(OSError, match="not a regular file but a FIFO"):
+        validate.read_sweep_log(log)
+    return log
+
+
+def _sweep_plan(tmp_path, folder, fifo):
+    from suite.progress import SweepProgress
+
+    assert SweepProgress.of_plan(fifo, 0) is None
+    return fifo
+
+
+def _sweep_ledger(tmp_path, folder, fifo):
+    from suite.progress import SweepProgress
+
+    job = SweepProgress(1, 2, 1, ledger=fifo)
+    assert job.finish(True, 1.0) == "run 1 of 2 finished | 0 of 2 done, time left known after the first trained run"
+    return fifo
+
+
 READERS = {f.__name__[1:]: f for f in (_load, _summary, _compare, _report, _pack, _unpack_onto_a_fifo,
-                                       _copy_from_sibling, _trained_marker)}
+                                       _copy_from_sibling, _trained_marker, _work_lock, _work_checkpoint, _work_model,
+                                       _evalset, _sweeps_log, _sweep_plan, _sweep_ledger)}
+NAMED_OTHERWISE = {"unpack_onto_a_fifo": "set aside", "trained_marker": "no trained weights",
+                   "work_model": "no trained weights"}  # readers that name the FIFO by what they do with it
 
 
 @pytest.mark.parametrize("reader", sorted(READERS))
 def test_a_fifo_in_a_results_folder_is_named_and_skipped(tmp_path, capsys, reader):
+    """A FIFO where a reader looks for a run file, a checkpoint, a finished model or its marker, a
+    lock, a cached eval set, the sweep log, or a sweep's plan or ledger: named (by what it is, or by
+    what the reader does with it), skipped or refused, never opened to wait for a writer.
+    Mutation checks: ``run_lock`` opening its lock with ``open(path, "a")`` makes work_lock time
+    out; ``checkpoint._torch_load`` calling ``torch.load(path)`` makes work_checkpoint time out;
+    ``evalcache._read`` reading with ``path.read_text()`` makes evalset time out;
+    ``append_sweep_log`` writing with ``open(path, "a")`` makes sweeps_log time out;
+    ``SweepProgress.of_plan`` reading with ``read_text`` makes sweep_plan time out."""
     folder, fifo = _fifo_sweep(tmp_path)
     with answers_within(20), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -291,8 +388,7 @@ def test_a_fifo_in_a_results_folder_is_named_and_skipped(tmp_path, capsys, reade
     if reader == "copy_from_sibling":
         return  # the FIFO holds no run: the valid sibling is copied, and nothing had to be said
     assert str(named or fifo) in said, said
-    if reader not in ("unpack_onto_a_fifo", "trained_marker"):
-        assert "not a regular file but a FIFO" in said, said
+    assert NAMED_OTHERWISE.get(reader, "not a regular file but a FIFO") in said, said
     assert "Traceback" not in said
 
 
@@ -312,3 +408,145 @@ def test_read_regular_refuses_each_kind_of_non_regular_file_without_waiting(tmp_
             assert err.value.filename == str(tmp_path / name)
         assert files.read_regular(tmp_path / "file") == b"abc"
     sock.close()
+
+
+# --------------------------------------------------------------------------------------------
+# a corrupted checkpoint: the run starts over, saying so, and never loads what it holds
+
+
+def _model_and_optimizer():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
+    return model, lambda: torch.optim.AdamW(model.parameters(), lr=0.1)
+
+
+def _saved(path, **change):
+    """A checkpoint of run 'r' at step 5, its state changed by ``change`` (a key set to a value)."""
+    model, make = _model_and_optimizer()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)  # weights that differ from the fresh model's
+    checkpoint.save_checkpoint(path, model, make(), 5, "r", spent={"wall_s": 3.0, "batch_s": 1.0})
+    if change:
+        state = torch.load(path, weights_only=True)
+        torch.save({**state, **change}, path)
+
+
+def _nan_weights(path):
+    model, make = _model_and_optimizer()
+    with torch.no_grad():
+        model[0].weight[0, 0] = float("nan")
+    checkpoint.save_checkpoint(path, model, make(), 5, "r")
+
+
+GARBAGE = {  # how ckpt.pt is damaged -> what the warning says it is
+    "bytes": (lambda p: p.write_bytes(b"\x00garbage" * 100), r"UnpicklingError|RuntimeError|EOFError|ValueError"),
+    "empty": (lambda p: p.write_bytes(b""), r"EOFError|RuntimeError|UnpicklingError"),
+    "truncated": (lambda p: (_saved(p), p.write_bytes(p.read_bytes()[:200])), r"RuntimeError|EOFError|UnpicklingError"),
+    "a-list": (lambda p: torch.save([1, 2, 3], p), r"it holds a list, not a checkpoint"),
+    "another-run": (lambda p: _saved(p, run="someone-else"), r"it belongs to run 'someone-else'"),
+    "step-past-the-end": (lambda p: _saved(p, step=10), r"its step 10 is not one a run of 10 steps saves"),
+    "step-a-float": (lambda p: _saved(p, step=5.0), r"its step 5\.0 is not one"),
+    "no-weights": (lambda p: _saved(p, model=[1]), r"it holds no model weights"),
+    "nan-weights": (_nan_weights, r"its model weights hold NaN or inf"),
+    "wrong-shapes": (lambda p: _saved(p, model={"0.weight": torch.zeros(3, 3)}), r"RuntimeError: Error\(s\) in loading state_dict"),
+    "negative-time": (lambda p: _saved(p, spent={"wall_s": -7.0}), r"its time spent wall_s -7\.0 is not a time"),
+    "time-a-word": (lambda p: _saved(p, spent={"wall_s": "long"}), r"its time spent wall_s 'long' is not a time"),
+    "a-folder": (lambda p: p.mkdir(), r"not a regular file but a folder"),
+    "a-fifo": (lambda p: os.mkfifo(p), r"not a regular file but a FIFO"),
+}
+
+
+@pytest.mark.parametrize("damage", fast_or_exhaustive(sorted(GARBAGE), {"bytes", "nan-weights", "negative-time", "a-fifo"}))
+def test_a_garbage_checkpoint_is_named_and_the_run_trains_from_scratch(tmp_path, damage):
+    """``ckpt.pt`` damaged in each way: one warning naming it and why, the run at step 0 with its
+    fresh weights (nothing of the file loaded), and the file out of the run's way.
+    Mutation checks: ``_garbage`` without its finite-weights check makes nan-weights load the NaN;
+    without its time check makes negative-time and time-a-word resume with a negative or no time;
+    ``resume`` calling ``path.unlink`` on a folder (no ``_discard``) makes a-folder raise."""
+    ckpt = tmp_path / "ckpt.pt"
+    make, why = GARBAGE[damage]
+    make(ckpt)
+    model, optimizer = _model_and_optimizer()
+    fresh = {k: v.clone() for k, v in model.state_dict().items()}
+    with answers_within(20), pytest.warns(UserWarning) as caught:
+        _, start, spent, history, checks = checkpoint.resume(ckpt, model, optimizer, "r", 10)
+    said = [str(w.message) for w in caught]
+    assert len(said) == 1 and said[0].startswith(f"checkpoint {ckpt} could not be loaded ("), said
+    assert re.search(why, said[0]) and said[0].endswith("training this run from scratch"), said[0]
+    assert (start, spent, history, checks) == (0, {"wall_s": 0.0, "batch_s": 0.0}, [], [])
+    assert all(torch.equal(v, fresh[k]) for k, v in model.state_dict().items())
+    assert not ckpt.exists() or damage == "a-folder" and not ckpt.is_dir()
+
+
+def test_an_intact_checkpoint_resumes(tmp_path):
+    """The control: the same checkpoint undamaged resumes at its step with its time."""
+    _saved(tmp_path / "ckpt.pt")
+    model, optimizer = _model_and_optimizer()
+    _, start, spent, _, _ = checkpoint.resume(tmp_path / "ckpt.pt", model, optimizer, "r", 10)
+    assert start == 5 and spent == {"wall_s": 3.0, "batch_s": 1.0}
+
+
+# --------------------------------------------------------------------------------------------
+# a finish time in the future: named, decides nothing
+
+
+def _future(folder, stamp="2099-01-01T00:00:00+00:00"):
+    """rope-0's finish time moved to ``stamp``, in its record and every row."""
+    path = folder / "rope-0.json"
+    payload = json.loads(path.read_text())
+    payload["run"]["timestamp"] = stamp
+    payload["rows"] = [{**r, "timestamp": stamp} for r in payload["rows"]]
+    path.write_text(json.dumps(payload))
+    return path
+
+
+def _future_reads(folder, path, tmp_path, capsys):
+    """Each reader's verdict on the folder holding rope-0 finished in 2099: (runs kept, what it said)."""
+    published = tmp_path / "published"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        store.verified_run(path)
+        kept = {"load": set(store.load(folder).run_id)}
+        codes = [shipped.main([a, "s", "--results", str(r), "--published", str(published)])
+                 for a, r in (("pack", folder.parent), ("check", folder.parent), ("unpack", tmp_path / "fresh"))]
+    kept["unpack"] = {p.stem for p in (tmp_path / "fresh" / "s").glob("*.json")}
+    return kept, codes, capsys.readouterr().err + "\n".join(str(w.message) for w in caught)
+
+
+def test_a_finish_time_past_the_clock_is_named_and_decides_nothing(tmp_path, capsys, monkeypatch):
+    """The rule: a run's finish time never decides whether it counts as stored (a verdict does not
+    depend on when it is read), and no reader orders runs by it; a time later than this machine's
+    clock (past ``FUTURE_SKEW``) is named, once per board read, and the run read as stored.
+    Mutation check: ``read_board`` without ``_future_notes`` makes this fail (nothing named);
+    ``_time_problem`` refusing a time past the clock makes every reader leave rope-0 out."""
+    folder, fifo = _fifo_sweep(tmp_path)
+    os.unlink(fifo)
+    path = _future(folder)
+    kept, codes, said = _future_reads(folder, path, tmp_path, capsys)
+    assert kept == {"load": {"rope-0", "alibi-0"}, "unpack": {"rope-0", "alibi-0"}} and codes == [0, 0, 0], (kept, codes, said)
+    note = f"1 run(s) under {folder} finished later than this machine's clock says it is now ("
+    assert note in said and f"{path} at 2099-01-01T00:00:00+00:00" in said, said
+    assert said.count("finished later than this machine's clock") == 4, said  # load, pack, check, unpack: once each
+    # in 2100 the same file is read the same way, and nothing is said
+    later = store.datetime(2100, 6, 1, tzinfo=store.timezone.utc)
+    monkeypatch.setattr(store, "datetime", type("Clock", (store.datetime,), {"now": classmethod(lambda cls, tz=None: later)}))
+    shutil.rmtree(tmp_path / "fresh")
+    (tmp_path / "published" / "s.jsonl.gz").unlink()
+    kept2, codes2, said2 = _future_reads(folder, path, tmp_path, capsys)
+    assert (kept2, codes2) == (kept, codes) and "finished later" not in said2, said2
+
+
+def test_a_later_finish_time_does_not_pick_between_two_claims(tmp_path):
+    """Two files claim rope-0 with different numbers, one finished in 2099: neither is used (a
+    finish time is not trusted to say which is newer)."""
+    folder, fifo = _fifo_sweep(tmp_path)
+    os.unlink(fifo)
+    other = folder / "older" / "rope-0.json"
+    other.parent.mkdir()
+    payload = json.loads((folder / "rope-0.json").read_text())
+    payload["rows"][0]["value"] = 0.5
+    other.write_text(json.dumps(payload))
+    _future(folder)
+    with pytest.warns(UserWarning, match="skipping run rope-0: 2 files claim it with different contents"):
+        assert set(store.load(folder).run_id) == {"alibi-0"}
