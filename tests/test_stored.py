@@ -25,7 +25,7 @@ from suite.reproduce import stored_reruns
 from suite.results import store
 from suite.run import execute, run_id
 from tests import forked_cli
-from tests.conftest import make_spec, stored_seeds
+from tests.conftest import fast_or_exhaustive, make_spec, stored_seeds
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["model.n_layers=2", "model.d_model=16", "model.n_heads=2", "model.d_ff=32", "train.steps=3",
@@ -105,6 +105,27 @@ def _rows_of_another_run(path, other):
     path.write_text(json.dumps(payload))
 
 
+def _a_row_of_another_configuration(path, other):
+    """One row's config hash changed: the row disagrees with its own record."""
+    payload = json.loads(path.read_text())
+    payload["rows"][-1]["config_hash"] = "0123456789ab"
+    path.write_text(json.dumps(payload))
+
+
+def _another_sweeps_run(path, other):
+    """The run relabelled by hand for sweep 'other' (record, spec and rows), left in st's folder."""
+    payload = json.loads(path.read_text())
+    payload["run"] = {**payload["run"], "sweep": "other", "spec": {**payload["run"]["spec"], "sweep": "other"}}
+    payload["rows"] = [{**r, "sweep": "other"} for r in payload["rows"]]
+    path.write_text(json.dumps(payload))
+
+
+def _a_negative_wall_time(path, other):
+    payload = json.loads(path.read_text())
+    payload["run"]["wall_s"] = -1.0
+    path.write_text(json.dumps(payload))
+
+
 # damage -> what the one-line reason says after "<file> does not count as stored: "
 DAMAGE = {
     "truncated": (_truncated, r"(Expecting|Unterminated) .* \(char \d+\)"),
@@ -116,7 +137,13 @@ DAMAGE = {
     "another spec hash": (_other_spec_hash, r"its spec hash is '000000000000', not the run's '[0-9a-f]{12}'"),
     "an impossible row": (_impossible_row, r"row \d+: exact_match = 3\.0 is outside \[0, 1\]"),
     "rows of another run": (_rows_of_another_run, r"row 0: run '.*-s1-[0-9a-f]{12}', not the file's '.*-s0-[0-9a-f]{12}'"),
+    "a row of another configuration": (_a_row_of_another_configuration,
+                                       r"row \d+: config_hash '0123456789ab', not the '[0-9a-f]{12}' its record states"),
+    "another sweep's run": (_another_sweeps_run, r"it is a run of sweep 'other', and no folder on its path is named so"),
+    "a negative wall time": (_a_negative_wall_time, r"its record's wall_s -1\.0 is not a time"),
 }
+# make test: every damage the issue text names; the record-agreement kinds run one there, all in make test-exhaustive
+FAST_DAMAGE = [k for k in DAMAGE if k not in ("a row of another configuration", "a negative wall time")]
 
 
 def _damaged(two_runs, tmp_path, kind):
@@ -138,14 +165,16 @@ def _same_thing(moved: Path, kind: str, damaged: bytes | None) -> bool:
     return moved.read_bytes() == damaged
 
 
-@pytest.mark.parametrize("kind", list(DAMAGE))
+@pytest.mark.parametrize("kind", fast_or_exhaustive(list(DAMAGE), FAST_DAMAGE))
 def test_a_rerun_sets_the_damaged_file_aside_and_redoes_the_run(two_runs, tmp_path, kind):
     """The rerun names the file and where it went in one line, keeps it byte for byte under
     ``_set_aside/``, and ends with a result file that counts as stored and holds the run's numbers.
     Mutation checks: ``run.stored`` returning True whenever something is at the path (the old
     ``out.exists()``) makes every case fail; ``verified_run`` without ``identity_problem`` makes
-    "another run's file", "another spec hash" and "rows of another run" fail; ``files.set_aside``
-    deleting instead of renaming makes every case fail."""
+    "another run's file", "another spec hash" and "rows of another run" fail; without
+    ``record_problem`` "a row of another configuration" and "a negative wall time" fail; ``checked``
+    without ``foreign_sweep`` makes "another sweep's run" fail; ``files.set_aside`` deleting
+    instead of renaming makes every case fail."""
     results, spec, path, damaged = _damaged(two_runs, tmp_path, kind)
     moved = path.parent / "_set_aside" / f"{path.name}.damaged-1"
     with pytest.warns(UserWarning) as caught:
@@ -162,7 +191,7 @@ def test_a_rerun_sets_the_damaged_file_aside_and_redoes_the_run(two_runs, tmp_pa
     assert sorted(p.name for p in (path.parent / "_set_aside").iterdir()) == [moved.name]
 
 
-@pytest.mark.parametrize("kind", list(DAMAGE))
+@pytest.mark.parametrize("kind", fast_or_exhaustive(list(DAMAGE), FAST_DAMAGE))
 def test_every_other_reader_refuses_or_skips_the_damaged_file_naming_it(two_runs, tmp_path, kind, capsys):
     """The report's ``load`` skips it (the other run loads), lm-eval and diagnose --stored refuse
     it, reproduce leaves it out, and another sweep does not copy it; each names the file, and the
