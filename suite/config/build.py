@@ -28,7 +28,7 @@ from suite.model.position import SCHEMES
 from suite.model.span import SPANS
 from suite.model.position.base import Dims
 from suite.model.spec import LayerSpec, ModelSpec
-from suite.options import LENGTH_MAX, is_option, range_errors
+from suite.options import LENGTH_MAX, bounded_count, is_option, range_errors
 from suite.registry import build_config, check_keys, lookup
 from tasks import TASKS, build_task
 from tasks.base import VOCAB_SIZE
@@ -189,7 +189,9 @@ def resolve_layers(position: dict, span: dict, pattern: dict, n_layers: int) -> 
     A span's size has one home per layer (``_layer_span``): a span the layer kind names is sized by
     the pattern (``pattern.window``/``chunk``), any other by the span group. A mixer takes the
     pattern's options of its ``Config`` (``chunk_size``). A mixer refuses a scheme or span it cannot take (a gated linear layer takes
-    NoPE and the full span only), naming the layer and the valid choices.
+    NoPE and the full span only), naming the layer and the valid choices. Each layer kind is
+    resolved once, at its first layer, and the results tiled: the time is the pattern's, not the
+    depth's (``model.n_layers`` up to ``LAYERS_MAX``).
     """
     _check_pattern_sizes(pattern)
     position, span = dict(position), dict(span)
@@ -198,8 +200,8 @@ def resolve_layers(position: dict, span: dict, pattern: dict, n_layers: int) -> 
     _require(isinstance(kinds, list), f"pattern.layers must be a list of layer kinds, got {kinds!r}")
     _check_one_home(kinds, span_name, span, pattern)
     layers = []
-    for i in range(n_layers):
-        kind = dict(kinds[i % len(kinds)] or {})
+    for i in range(min(n_layers, len(kinds))):  # layer i is the first of its kind
+        kind = dict(kinds[i] or {})
         check_keys(kind, (f.name for f in dataclasses.fields(schema.LayerKind)), "layer-kind",
                    where=f" in pattern {pattern.get('name')!r}", error=SpecError)
         p_name = kind.get("position") or pos_name
@@ -220,7 +222,7 @@ def resolve_layers(position: dict, span: dict, pattern: dict, n_layers: int) -> 
         except (ValueError, TypeError) as err:
             where = f"{p_name}, {s_name}" + ("" if m_name == "attention" else f", {m_name}")
             raise SpecError(f"layer {i} ({where}) of pattern {pattern.get('name')!r}: {err}") from None
-    return tuple(layers)
+    return tuple(layers[i % len(layers)] for i in range(n_layers))
 
 
 def _task_spec(name: str, params: dict, prefix: str = "task") -> TaskSpec:
@@ -320,10 +322,20 @@ def _schema_errors(cfg: DictConfig) -> list[str]:
     return errors
 
 
+def head_counts(d_model: int, shown: int = 16) -> str:
+    """The head counts that divide ``d_model``, found in O(sqrt(d_model)) steps (a width near
+    ``COUNT_MAX`` takes milliseconds, not a pass over every number below it), the first ``shown``
+    listed and the rest counted."""
+    low = [h for h in range(1, math.isqrt(d_model) + 1) if d_model % h == 0]
+    counts = sorted({*low, *(d_model // h for h in low)})
+    more = f", ... ({len(counts)} in all, up to {counts[-1]})" if len(counts) > shown else ""
+    return f"[{', '.join(map(str, counts[:shown]))}{more}]"
+
+
 def _check_shapes(m: dict, t: dict) -> None:
-    _require(m["d_model"] % m["n_heads"] == 0,
-             f"model.n_heads={m['n_heads']} does not divide model.d_model={m['d_model']}; "
-             f"valid head counts: {[h for h in range(1, m['d_model'] + 1) if m['d_model'] % h == 0]}")
+    if m["d_model"] % m["n_heads"] != 0:  # the message lists divisors: built only when it is said
+        raise SpecError(f"model.n_heads={m['n_heads']} does not divide model.d_model={m['d_model']}; "
+                        f"valid head counts: {head_counts(m['d_model'])}")
     _require(t.get("min_len") is None or t["min_len"] <= t["seq_len"],
              f"train.min_len={t.get('min_len')}: must be in [1, train.seq_len={t['seq_len']}] (or null)")
     _require(not t.get("compile") or t.get("min_len") is None or t["min_len"] >= t["seq_len"],
@@ -442,14 +454,16 @@ def _scheduled(layers: tuple[LayerSpec, ...], phases: tuple[Phase, ...], group: 
 
 def _check_lengths(train_len: int, multiples: tuple[float, ...]) -> None:
     """Distinct eval multiples that give distinct eval lengths (a repeated length would store every
-    row twice and count one run as two seeds), each at most ``LENGTH_MAX`` tokens."""
+    row twice and count one run as two seeds), each at most ``LENGTH_MAX`` tokens: the bound is
+    judged on the computed product (``bounded_count``) before it is made a length."""
     lengths: dict[int, float] = {}
     for x in multiples:
-        n = eval_length(x, train_len)  # x is finite: the schema's rule
-        _require(n <= LENGTH_MAX,
+        product = x * train_len  # x is finite (the schema's rule), the product need not be: 1e308 x 32
+        _require(bounded_count(product, LENGTH_MAX) is not None,
                  f"eval.multiples={list(multiples)}: {x:g} x train.seq_len={train_len} is an eval length of "
-                 f"{float(n):.4g} tokens; valid: at most {LENGTH_MAX:,} tokens (suite.options.LENGTH_MAX), "
-                 f"multiples up to {LENGTH_MAX / train_len:g}")
+                 f"{f'{product:.4g}' if math.isfinite(product) else 'more than 1.8e+308'} tokens; valid: at most "
+                 f"{LENGTH_MAX:,} tokens (suite.options.LENGTH_MAX), multiples up to {LENGTH_MAX / train_len:g}")
+        n = eval_length(x, train_len)
         _require(n not in lengths, f"eval.multiples={list(multiples)}: {lengths.get(n, x):g} and {x:g} x "
                                    f"train.seq_len={train_len} both give the eval length {n}; list each length once")
         lengths[n] = x
