@@ -143,7 +143,7 @@ CONFIG_CASES = [
     ("seq-len-huge", ["train.seq_len=1000000", "eval.multiples=[1]"], CANNOT_RUN,
      r"training \(train\.batch_size=32 x train\.seq_len=1000000\) needs about [\d.]+ GiB"),
     ("model-too-big", ["model.d_model=65536", "model.n_heads=1", "model.n_layers=64"], CANNOT_RUN,
-     r"the model \(64 layers, model\.d_model=65536\) needs about [\d.]+ GiB for its weights.*choose a smaller model"),
+     r"the model \(64 layers, model\.d_model=65536, model\.d_ff=192\) needs at least [\d.]+ GiB for its weights.*choose a smaller model"),
     ("plus-key-typo", ["+train.stpes=5"], BAD_CONFIG, r"unknown key\(s\) \['train\.stpes'\]; valid: .*train\.name, .*train\.steps"),
     ("plus-key-top", ["+colour=red"], BAD_CONFIG, r"unknown key\(s\) \['colour'\]; valid: ckpt_every, eval, .*model, "),
     ("multiples-repeated", ["eval.multiples=[1,1]"], BAD_CONFIG,

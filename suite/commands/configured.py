@@ -19,19 +19,25 @@ def overrides_parser(prog: str, doc: str) -> argparse.ArgumentParser:
     return p
 
 
-def configured(overrides: list[str], doing: str):
+def configured(overrides: list[str], doing: str, runs_model: bool = False):
     """(composed config, checked run spec) of ``overrides``; ``Refused`` (exit 2) when they do not
-    compose or validate ("bad configuration"), or when the run cannot fit ("cannot <doing> here")."""
+    compose or validate ("bad configuration"), or when the run cannot fit ("cannot <doing> here").
+    ``runs_model``: the command builds the model and runs it forward on this machine's CPU
+    (``diagnose``), so its weights and an evaluation forward must fit this machine's memory
+    (``check_memory`` of the evaluation phase) before a tensor is allocated."""
+    import torch
     from hydra.errors import HydraException
 
     from suite.config.build import SpecError
     from suite.config.compose import compose_config
     from suite.config.preflight import preflight
-    from suite.config.resources import ResourceError
+    from suite.config.resources import ResourceError, check_memory
 
     try:
         cfg = compose_config(overrides)
         spec, _ = preflight(cfg, here=False)
+        if runs_model:
+            check_memory(spec, device=torch.device("cpu"), phases=("eval",))
     except (SpecError, HydraException) as err:
         raise Refused(f"bad configuration: {err}") from None
     except ResourceError as err:

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.commands.di
     from suite.evaluation.slices import parse_slice
     from suite.model.lm import PosBenchLM
 
-    cfg, spec = configured(args.overrides, "run")  # it runs on the CPU whatever the run's device
+    cfg, spec = configured(args.overrides, "run", runs_model=True)  # on the CPU whatever the run's device
     torch.manual_seed(spec.seed)
     model = PosBenchLM(spec.model)
     stage = "init"

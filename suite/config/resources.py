@@ -33,8 +33,10 @@ evaluation length.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
+from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
@@ -70,13 +72,21 @@ def _bias_kind(spec: RunSpec, layer) -> str:
     return "learned" if any(True for _ in scheme.parameters()) else "fixed"
 
 
+@lru_cache(maxsize=16)
 def parameter_count(spec: RunSpec) -> int:
-    """Exact, from the model built on the meta device (no memory allocated)."""
+    """Exact, from the model built on the meta device (no memory allocated), each distinct layer
+    once: a layer's block holds the same parameters wherever it stands (the position schemes are
+    the model's, not a block's), so the blocks are counted by kind and the depth costs nothing to
+    build (a 1,024-layer model of gated layers took most of 15 s); once per spec (the estimate and
+    the weights' check both ask)."""
     from suite.model.lm import PosBenchLM
 
+    distinct = list(dict.fromkeys(spec.model.layers))
     with shapes_only():
-        model = PosBenchLM(spec.model)
-    return sum(p.numel() for p in model.parameters())
+        model = PosBenchLM(dataclasses.replace(spec.model, layers=tuple(distinct), n_layers=len(distinct)))
+    per_kind = [sum(p.numel() for p in block.parameters()) for block in model.blocks]
+    total = sum(p.numel() for p in model.parameters())
+    return total - sum(per_kind) + sum(per_kind[distinct.index(layer)] for layer in spec.model.layers)
 
 
 def layer_plan(spec: RunSpec, layer, device: torch.device, length: int, training: bool) -> Plan:
@@ -170,12 +180,44 @@ def check_device(spec: RunSpec) -> torch.device:
     return device
 
 
-def check_memory(spec: RunSpec, available: Optional[float] = None, device: Optional[torch.device] = None) -> dict[str, float]:
-    """Refuse a spec whose training or evaluation needs more memory than ``available`` (default:
-    what the run's device has now). Returns the estimate."""
+def weights_floor(spec: RunSpec) -> int:
+    """A lower bound of the model's parameter count from its sizes alone, as Python integers
+    (exact at any size): every layer's q, k, v and output projections (4 x d_model^2, whatever
+    its mixer) and its SwiGLU (3 x d_model x d_ff), the embedding and the head. The memory check
+    judges it before ``parameter_count`` builds the model on the meta device, where a tensor past
+    2**63 elements (a width near ``COUNT_MAX``) would overflow instead of being refused."""
+    m = spec.model
+    return m.n_layers * (4 * m.d_model ** 2 + 3 * m.d_model * m.d_ff) + 2 * m.vocab_size * m.d_model
+
+
+def _check_weights(spec: RunSpec, weights: float, have: float, device: torch.device, floor: bool = False,
+                   training: bool = True) -> None:
+    """Refuse a model whose ``weights`` (bytes: the weights, with ``training`` their gradients and
+    AdamW's two moments too; with ``floor``, a lower bound of them) alone exceed ``have``: no batch
+    size or length makes it fit."""
+    if weights > have:
+        m = spec.model
+        held = "its weights, gradients and AdamW moments" if training else "its weights"
+        raise ResourceError(f"the model ({m.n_layers} layers, model.d_model={m.d_model}, model.d_ff={m.d_ff}) needs "
+                            f"{'at least' if floor else 'about'} {weights / GIB:.1f} GiB for {held} "
+                            f"alone, more than the {have / GIB:.1f} GiB available on "
+                            f"{device.type} at any batch size or length; choose a smaller model (model=tiny|small, or "
+                            "lower model.d_model / model.d_ff / model.n_layers)")
+
+
+def check_memory(spec: RunSpec, available: Optional[float] = None, device: Optional[torch.device] = None,
+                 phases: tuple[str, ...] = ("train", "eval")) -> dict[str, float]:
+    """Refuse a spec whose training or evaluation (``phases``: a command that only runs the model
+    asks for ``("eval",)``) needs more memory than ``available`` (default: what the run's device
+    has now). The sizes' lower bound (``weights_floor``) is judged first, before anything is built
+    to estimate. Returns the estimate."""
     device = device or torch.device(spec.train.device)
-    need = estimate_bytes(spec, device)
     have = available if available is not None else available_bytes(device)
+    training = "train" in phases
+    per_param = 16 if training else 4  # gradients and AdamW's state only when training
+    if have is not None:
+        _check_weights(spec, float(per_param * weights_floor(spec)), have, device, floor=True, training=training)
+    need = {phase: size for phase, size in estimate_bytes(spec, device).items() if phase in phases}
     if have is None:
         return need
     t, e = spec.train, spec.eval
@@ -183,17 +225,11 @@ def check_memory(spec: RunSpec, available: Optional[float] = None, device: Optio
     where = {"train": f"training (train.batch_size={t.batch_size} x train.seq_len={t.seq_len})",
              "eval": f"evaluation (eval.batch_size={e.batch_size} x {longest} tokens, "
                      f"eval.multiples up to {max(e.multiples):g} x train.seq_len)"}
-    weights = 16 * parameter_count(spec)  # weights, gradients and AdamW's two moments, at any batch and length
-    if weights > have:
-        m = spec.model
-        raise ResourceError(f"the model ({m.n_layers} layers, model.d_model={m.d_model}) needs about "
-                            f"{weights / GIB:.1f} GiB for its weights, gradients and AdamW moments alone, more than "
-                            f"the {have / GIB:.1f} GiB available on {device.type} at any batch size or length; "
-                            "choose a smaller model (model=tiny|small, or lower model.d_model / model.n_layers)")
+    _check_weights(spec, float(per_param * parameter_count(spec)), have, device, training=training)  # any batch, length
     for phase, size in need.items():
         if size > have:
-            training = phase == "train"
-            held = _held_bytes(spec, t.batch_size if training else e.batch_size, t.seq_len if training else longest, training)
+            trains = phase == "train"
+            held = _held_bytes(spec, t.batch_size if trains else e.batch_size, t.seq_len if trains else longest, trains)
             schemes = sorted({layer.position for layer in spec.model.layers
                               if SCHEMES[layer.position].held_floats is not PositionScheme.held_floats})
             of_which = (f" ({held / GIB:.1f} GiB of it held by position scheme {', '.join(schemes)} beyond the attention "
