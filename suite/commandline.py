@@ -7,7 +7,15 @@
   duplicate runs) are collected and printed on stderr as ``warning: ...``, one line each.
 - ``command`` and ``Refused``: a command stops by raising ``Refused(message, code)``; the
   decorated ``main`` prints the message on stderr and returns the code (2: bad input, 1: nothing
-  to do), so ``posbench <command>`` and ``python -m <module>`` exit alike.
+  to do), so ``posbench <command>`` and ``python -m <module>`` exit alike. The decorator also
+  holds the faults every command shares, in one place: a working folder that no longer exists is
+  one line (exit 2) before any work; text a stream cannot encode (``PYTHONIOENCODING=ascii``) is
+  written escaped (``\xe9``), not raised; a reader that closed stdout (``posbench show copy |
+  head -c 10``) ends the command quietly with SIGPIPE's exit code, 141.
+- ``flag_values`` and ``comma_problem``: a command's flags declared as options
+  (``suite.options.option`` on a dataclass) are typed and judged by the rules every value obeys
+  (``posbench show --length``), and a comma-separated list of names may hold no empty name
+  (``--tasks a,,b``).
 - ``output_problem`` and ``check_output``: every option that names where a command writes (and
   ``results_dir`` of a run) is checked right after parsing, before any work and without writing
   there: empty, a file where a folder is needed (or a folder where a file is), or a place no
@@ -20,10 +28,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import inspect
+import io
 import os
 import re
 import sys
 import tempfile
+import typing
 import warnings
 from pathlib import Path
 from typing import Callable, Iterator
@@ -37,18 +48,104 @@ class Refused(Exception):
         self.code = code
 
 
+SIGPIPE_EXIT = 128 + 13  # a command whose reader went away exits as one SIGPIPE ended
+
+
+def _program(main: Callable, kwargs: dict) -> str:
+    """The name a decorated ``main`` was called by: its ``prog`` argument, else its default, else
+    ``python -m <its module>``."""
+    default = inspect.signature(main).parameters.get("prog")
+    if kwargs.get("prog") or default is not None:
+        return str(kwargs.get("prog") or default.default)
+    module = main.__module__
+    if module == "__main__":
+        spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+        module = spec.name if spec is not None else module
+    return f"python -m {module.removesuffix('.__main__')}"
+
+
+def check_working_folder(prog: str) -> None:
+    """``Refused`` (exit 2) when the folder the command was started in no longer exists (deleted
+    or moved away under it): every relative path, and torch's own libraries (``Intel oneMKL FATAL
+    ERROR: Cannot load libtorch_cpu.so``), would fail later with messages that do not say why.
+    ``command`` calls it first; an entry point that imports torch before its ``main`` runs can
+    call it before that import."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        where = os.environ.get("PWD", "")
+        raise Refused(f"{prog}: error: the current folder {where + ' ' if where else ''}no longer exists (deleted or "
+                      "moved); cd into a folder that exists and run the command again", 2) from None
+
+
+def _escape_unencodable() -> None:
+    """stdout and stderr write what their encoding cannot hold as escapes (``\\xe9``) instead of
+    raising mid-output (``PYTHONIOENCODING=ascii``; stderr does so already by default)."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            stream.reconfigure(errors="backslashreplace")
+
+
+def _reader_gone() -> int:
+    """After stdout's reader closed the pipe: stdout pointed at /dev/null, so the interpreter's
+    last flush has nowhere to fail, and SIGPIPE's exit code."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    return SIGPIPE_EXIT
+
+
 def command(main: Callable[..., int | None]) -> Callable[..., int]:
-    """``main`` that turns a ``Refused`` raised inside into its message on stderr and its exit code."""
+    """``main`` that turns a ``Refused`` raised inside into its message on stderr and its exit
+    code, after the checks every command shares (the module docstring): a working folder that
+    exists, streams that escape what they cannot encode, a closed stdout ending it quietly."""
 
     @functools.wraps(main)
     def wrapped(*args, **kwargs) -> int:
         try:
-            return int(main(*args, **kwargs) or 0)
+            check_working_folder(_program(main, kwargs))
+            _escape_unencodable()
+            try:
+                return int(main(*args, **kwargs) or 0)
+            finally:  # a closed pipe is met here (also after --help's exit), not in the interpreter's last flush
+                sys.stdout.flush()
         except Refused as refusal:
             print(refusal, file=sys.stderr)
             return refusal.code
+        except BrokenPipeError:
+            return _reader_gone()
 
     return wrapped
+
+
+def flag_values(prog: str, cls: type, given: dict) -> dict:
+    """A command's flag values (``given``: the flag's name without its dashes -> the text argparse
+    read) typed by ``cls``'s option declarations and judged by their rules, as a run's config is
+    (``suite.options``: ``--length 1e3`` is 1000, ``--length 10**12`` past its bound);
+    ``Refused`` (exit 2) naming each bad flag, its value and the valid range."""
+    from suite.options import range_errors, typed_value
+
+    hints = typing.get_type_hints(cls)
+    values = {name: typed_value(hints[name], text) for name, text in given.items()}
+    errors = range_errors(values, cls, "")
+    if errors:
+        raise Refused(f"{prog}: error: " + "; ".join(f"--{e}" for e in errors), 2)
+    return values
+
+
+def comma_problem(option: str, text: str, what: str = "task") -> str | None:
+    """Why ``text`` (``option``'s comma-separated list of ``what`` names, such as ``--tasks``) is no
+    list of names, or None: no name at all, or an empty one (``a,,b``, a leading or trailing comma)."""
+    names = [name.strip() for name in text.split(",")]
+    if not any(names):
+        return f"{option} {text!r}: names no {what}; give {what} names separated by commas"
+    if "" in names:
+        example = ",".join(name for name in names if name)
+        return (f"{option} {text!r}: name {names.index('') + 1} of {len(names)} is empty; give {what} names separated "
+                f"by single commas: {example}")
+    return None
 
 
 def output_problem(path, kind: str = "folder", probe: bool = True) -> str | None:
