@@ -581,7 +581,7 @@ def case_lmeval_truncated_run(results):
 
 
 def case_show_negative_seed(results):
-    return (lambda: run_cli("suite.commands.show", ["copy", "--seed", "-1"], cwd=results.parent), 2, r"--seed -1 must be >= 0")
+    return (lambda: run_cli("suite.commands.show", ["copy", "--seed", "-1"], cwd=results.parent), 2, r"--seed=-1: must be >= 0")
 
 
 STATE_CASES = [(name[5:], fn) for name, fn in sorted(globals().items()) if name.startswith("case_")]
