@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from suite import files
-from suite.commandline import Refused, check_output, command, parser, warnings_on_stderr
+from suite.commandline import Refused, check_output, comma_problem, command, parser, warnings_on_stderr
 from suite.progress import run_label
 
 LOSS = "train/loss"
@@ -121,13 +121,16 @@ def _task(run: dict) -> str:
 
 
 def of_tasks(payloads: list[dict], wanted: str, prog: str) -> list[dict]:
-    """The payloads whose task (``_task``) is one of the comma-separated ``wanted``; a name no run
-    has is refused, naming the tasks there are."""
-    names = [t.strip() for t in wanted.split(",") if t.strip()]
+    """The payloads whose task (``_task``) is one of the comma-separated ``wanted``; an empty name
+    (``copy,,vt``: ``comma_problem``, as lm-eval's ``--tasks``) or a name no run has is refused,
+    naming the tasks there are."""
     there = sorted({_task(p["run"]) for p in payloads})
+    if (problem := comma_problem("--task", wanted)) is not None:
+        raise Refused(f"{prog}: {problem}; the tasks there are: {', '.join(there) or 'none'}", 2)
+    names = [t.strip() for t in wanted.split(",")]
     unknown = [t for t in names if t not in there]
-    if unknown or not names:
-        raise Refused(f"{prog}: --task {wanted!r}: no run of {', '.join(unknown) or 'an empty list'} here; "
+    if unknown:
+        raise Refused(f"{prog}: --task {wanted!r}: no run of {', '.join(unknown)} here; "
                       f"the tasks there are: {', '.join(there) or 'none'}", 2)
     return [p for p in payloads if _task(p["run"]) in names]
 
