@@ -130,13 +130,42 @@ def _train_and_store(spec, rid, results_dir, logger_cfg, ckpt_every, log_every, 
         run.tracker.finish()
 
 
+MULTIRUN = ("-m", "--multirun")
+
+
+def flag_placement_problem(argv: list[str]) -> str | None:
+    """Why Hydra's parser would not read ``argv`` as meant, or None: it takes its flags
+    (``-m``/``--multirun``, ``--cfg job``, ...) before the overrides, so overrides after a flag that
+    follows an override are ``unrecognized arguments``; ``-m`` after the overrides is refused even
+    where this Python's argparse reads it (whether it does differs between Python versions). Said
+    with the command reordered, flags first (``python -m suite.run -m seed=0,1``)."""
+    try:
+        from hydra._internal.utils import get_args_parser
+    except ImportError:  # another Hydra: its own message stands
+        return None
+    overrides = [a for a in argv if "=" in a and not a.startswith("-")]
+    if not overrides:
+        return None
+    _, left = get_args_parser().parse_known_args(argv)
+    late = [a for a in argv[argv.index(overrides[0]):] if a.startswith("-")]
+    if not any(a in overrides for a in left) and not any(a in MULTIRUN for a in late):
+        return None
+    named = "-m/--multirun" if any(a in MULTIRUN for a in late) else "/".join(dict.fromkeys(late))
+    prog = "posbench run" if Path(sys.argv[0]).name == "posbench" else "python -m suite.run"
+    ordered = [a for a in argv if a not in overrides] + overrides
+    return f"{prog}: error: {named} must come before the overrides: {prog} {' '.join(ordered)}"
+
+
 def override_problem(argv: list[str]) -> str | None:
-    """Why Hydra cannot parse an override of ``argv``, said as a bad configuration, or None:
-    Hydra's own message is a bare lexer error. ``sweep_name`` is held to the sweep-name rule
-    (``files.sweep_name_problem``); any other value is told how to quote."""
+    """Why Hydra cannot parse ``argv``, said plainly, or None: a Hydra flag placed among the
+    overrides (``flag_placement_problem``), or an override Hydra cannot parse, said as a bad
+    configuration (Hydra's own message is a bare lexer error). ``sweep_name`` is held to the
+    sweep-name rule (``files.sweep_name_problem``); any other value is told how to quote."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
+    if (placement := flag_placement_problem(argv)) is not None:
+        return placement
     parser = OverridesParser.create()
     for arg in argv:
         if arg.startswith("-") or "=" not in arg:
