@@ -19,10 +19,16 @@ of its start-up time (``ours_only``). Results are written and printed with their
 numeric order (``suite.lmeval.order``). Every other argument is lm-eval's (``lm-eval run --help``).
 
 Before lm-eval starts, the arguments lm-eval would fail on after loading a model are refused
-with exit 2 and the valid choices (``argument_problem``): an empty ``--tasks``, a ``--limit``
-that is not a positive count or share, a ``--metadata`` that is not a JSON object or
-``key=value`` pairs (or gives a PosBench key a value its tasks cannot take), and an
-``--output_path`` that cannot be written (``suite.commandline.check_output``).
+with exit 2 and the valid choices (``argument_problem``): a ``--tasks`` naming no task or an
+empty one (``posbench_copy,,posbench_vt``), a ``--limit`` that is not a positive count or share,
+neither ``--run`` nor ``--model``, a ``--batch_size`` that is not a count, ``auto`` or ``auto:N``,
+a ``--model_args`` key lm-eval also passes from its own flag (``batch_size``, ``device``,
+``max_batch_size``) or, for the ``posbench`` model, a key or value its declaration refuses, a
+``--metadata`` that is not a JSON object or ``key=value`` pairs or gives a value the
+declarations refuse (``suite.lmeval.arguments``: typed and judged as a run's options are,
+``lengths`` within ``LENGTH_MAX``, a task's ``params`` by that task's own options; with
+PosBench's tasks alone, a key they do not read), and an ``--output_path`` that cannot be written
+(``suite.commandline.check_output``).
 """
 from __future__ import annotations
 
@@ -31,7 +37,7 @@ import json
 import math
 import sys
 
-from suite.commandline import Refused, check_output, command, parser
+from suite.commandline import Refused, check_output, comma_problem, command, parser
 from suite.lmeval.order import length_order
 
 # torch, lm-eval, datasets and the task registry are imported where they are used, so --help
@@ -40,15 +46,6 @@ from suite.lmeval.order import length_order
 
 def _given(rest: list[str], *flags: str) -> bool:
     return any(a in flags or a.split("=", 1)[0] in flags for a in rest)
-
-
-def _value(args: list[str], flag: str) -> str | None:
-    for i, arg in enumerate(args):
-        if arg == flag and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith(flag + "="):
-            return arg.split("=", 1)[1]
-    return None
 
 
 def _last(args: list[str], *flags: str) -> str | None:
@@ -63,34 +60,32 @@ def _last(args: list[str], *flags: str) -> str | None:
     return found
 
 
-def _metadata_groups(args: list[str]) -> list[list[str]]:
-    """The values of each ``--metadata`` in ``args`` (it takes one or more)."""
+def flag_groups(args: list[str], *flags: str) -> list[list[str]]:
+    """The values of each of ``flags`` in ``args`` (lm-eval's ``--metadata``, ``--model_args`` and
+    ``--tasks`` take one or more: up to the next ``-`` argument), ``--flag=value`` as one."""
     groups, i = [], 0
     while i < len(args):
-        if args[i] == "--metadata":
+        if args[i] in flags:
             j = i + 1
-            while j < len(args) and not args[j].startswith("--"):
+            while j < len(args) and not args[j].startswith("-"):
                 j += 1
             groups.append(args[i + 1 : j])
             i = j
             continue
-        if args[i].startswith("--metadata="):
+        if "=" in args[i] and args[i].split("=", 1)[0] in flags:
             groups.append([args[i].split("=", 1)[1]])
         i += 1
     return groups
 
 
-METADATA_FORM = ("give a JSON object ('{\"lengths\": [32, 64]}') or key=value pairs (lengths=[32,64] n_examples=8); "
-                 "PosBench tasks read lengths, n_examples, data_seed and params")
-
-
-def metadata(args: list[str]) -> dict:
-    """The task metadata ``--metadata`` gives, merged as lm-eval merges it (its own parsers); a
-    ValueError saying what is wrong otherwise."""
+def dict_argument(args: list[str], *flags: str) -> dict:
+    """The mapping ``flags`` (``--metadata``, ``--model_args``) give, merged as lm-eval merges it
+    with its own parsers (a JSON object, or ``key=value`` pairs); a ValueError saying what is
+    wrong otherwise."""
     from lm_eval._cli.utils import key_val_to_dict, try_parse_json
 
     merged: dict = {}
-    for values in _metadata_groups(args):
+    for values in flag_groups(args, *flags):
         if not values:
             raise ValueError("no value")
         first = try_parse_json(values[0])
@@ -102,50 +97,100 @@ def metadata(args: list[str]) -> dict:
     return merged
 
 
-def _whole(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
+def metadata(args: list[str]) -> dict:
+    """The task metadata ``--metadata`` gives (``dict_argument``)."""
+    return dict_argument(args, "--metadata")
 
 
-def metadata_problem(given: dict) -> str | None:
-    """Why the PosBench keys of ``given`` cannot be a task's metadata, or None."""
-    lengths = given.get("lengths")
-    if "lengths" in given and not ((_whole(lengths) and lengths > 0) or (
-            isinstance(lengths, (list, tuple)) and lengths and all(_whole(x) and x > 0 for x in lengths))):
-        return f"lengths={lengths!r}: must be a positive whole number or a non-empty list of them"
-    if "n_examples" in given and not (_whole(given["n_examples"]) and given["n_examples"] > 0):
-        return f"n_examples={given['n_examples']!r}: must be a positive whole number"
-    if "data_seed" in given and not (_whole(given["data_seed"]) and given["data_seed"] >= 0):
-        return f"data_seed={given['data_seed']!r}: must be a whole number >= 0"
-    if "params" in given and not isinstance(given["params"], dict):
-        return f"params={given['params']!r}: must be an object of {{task: {{option: value}}}}"
+def task_names(args: list[str]) -> list[str]:
+    """Every name ``--tasks`` (``-t``) gives, split at commas as lm-eval splits them."""
+    return [name.strip() for values in flag_groups(args, "--tasks", "-t") for value in values for name in value.split(",")]
+
+
+def posbench_task_names() -> list[str]:
+    """PosBench's lm-eval task and group names (``posbench_<task>``, ``posbench_<task set>``: the
+    YAMLs ``suite.lmeval.yamls`` writes), read from the task registry and ``conf/taskset/``
+    without writing them (which loads torch)."""
+    from pathlib import Path
+
+    import suite
+    from tasks import TASKS
+
+    sets = [p.stem for p in (Path(suite.__file__).resolve().parent.parent / "conf" / "taskset").glob("*.yaml")]
+    return sorted(f"posbench_{name}" for name in [*TASKS, *sets])
+
+
+def tasks_problem(args: list[str]) -> str | None:
+    """Why ``--tasks`` names no task lm-eval can look up, or None: no name, or an empty one in a
+    comma list (``posbench_copy,,posbench_vt``), with the valid form and PosBench's tasks."""
+    for values in flag_groups(args, "--tasks", "-t"):
+        if (problem := comma_problem("--tasks", ",".join(values))) is not None:
+            return f"{problem}; PosBench's: {', '.join(posbench_task_names())}"
     return None
 
 
-def argument_problem(args: list[str]) -> str | None:
-    """Why lm-eval would fail on ``args`` (the lm-eval arguments, after ``run_args``), or None:
-    ``--tasks`` naming no task, ``--limit`` not a positive count or a share below 1, or a
-    ``--metadata`` that does not parse or gives a PosBench key a value its tasks cannot take."""
-    tasks = _last(args, "--tasks", "-t")
-    if tasks is not None and not [t for t in tasks.split(",") if t.strip()]:
-        from suite.lmeval.yamls import include_dir
-
-        known = sorted(path.stem for path in include_dir().glob("posbench_*.yaml"))
-        return f"--tasks {tasks!r}: names no task; give task names separated by commas; PosBench's: {', '.join(known)}"
+def limit_problem(args: list[str]) -> str | None:
+    """Why ``--limit`` is not a positive count of documents or a share of them below 1, or None."""
     limit = _last(args, "--limit", "-L")
-    if limit is not None:
-        try:
-            value = float(limit)
-        except ValueError:
-            value = math.nan
-        if not (math.isfinite(value) and value > 0 and (value < 1 or value == int(value))):
-            return (f"--limit {limit!r}: must be a whole number of documents per task (1, 2, ...) "
-                    "or a share of them below 1 (0.5)")
+    if limit is None:
+        return None
+    try:
+        value = float(limit)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0 and (value < 1 or value == int(value))):
+        return (f"--limit {limit!r}: must be a whole number of documents per task (1, 2, ...) "
+                "or a share of them below 1 (0.5)")
+    return None
+
+
+MODEL_FORM = ("give --run <run id, hash or result file> to score a stored PosBench run, or --model <name> with "
+              "--model_args pretrained=<model> for any model lm-eval loads (--model hf --model_args pretrained=/path)")
+
+
+def model_problem(args: list[str], run: str | None) -> str | None:
+    """Why the model lm-eval would build from ``args`` cannot be built, or None: neither ``--run``
+    nor ``--model`` (lm-eval would build ``hf`` with nothing to load), a ``--batch_size`` that is
+    not a count, ``auto`` or ``auto:N``, or ``--model_args`` the model cannot take
+    (``arguments.model_args_problem``)."""
+    from suite.lmeval import arguments
+
+    model = _last(args, "--model", "-M")
+    if run is None and model is None:
+        return f"no model: {MODEL_FORM}"
+    if (size := _last(args, "--batch_size", "-b")) is not None and (problem := arguments.batch_size_problem(size)):
+        return problem
+    try:
+        given = dict_argument(args, "--model_args", "-a")
+    except ValueError as err:
+        return f"--model_args: {(str(err).splitlines() or [''])[0]}; give a JSON object or key=value pairs"
+    flags = {flag for flag, _ in arguments.FLAG_ARGS.values() if _given(args, flag)}
+    if run is not None:
+        given = {"pretrained": run, **given}
+    return arguments.model_args_problem(given, flags, posbench=run is not None or model == "posbench")
+
+
+def argument_problem(args: list[str], run: str | None = None) -> str | None:
+    """Why lm-eval would fail on ``args`` (the lm-eval arguments; ``run``: ``--run``'s value), or
+    None: ``--tasks`` naming no task or an empty one, ``--limit`` not a positive count or a share
+    below 1, no model (``model_problem``), or a ``--metadata`` that does not parse or gives a
+    PosBench key a value its declaration refuses (``arguments.metadata_values``: typed and judged
+    as a run's options are; with PosBench's tasks alone, a key they do not read is refused too)."""
+    for problem in (tasks_problem(args), limit_problem(args), model_problem(args, run)):
+        if problem is not None:
+            return problem
     try:
         given = metadata(args)
     except ValueError as err:
+        from suite.lmeval.arguments import METADATA_FORM
+
         return f"--metadata: {(str(err).splitlines() or [''])[0]}; {METADATA_FORM}"
-    if (problem := metadata_problem(given)) is not None:
-        return f"--metadata {problem}"
+    from suite.lmeval.arguments import metadata_values
+
+    try:
+        metadata_values(given, own_only=only_posbench_tasks(args))
+    except ValueError as err:
+        return f"--metadata {err}"
     return None
 
 
@@ -162,14 +207,13 @@ def unknown_posbench_tasks(args: list[str]) -> list[str]:
     from suite.lmeval.yamls import include_dir
 
     known = {path.stem for path in include_dir().glob("posbench_*.yaml")}
-    asked = [t.strip() for t in (_value(args, "--tasks") or "").split(",")]
-    return [t for t in asked if t.startswith("posbench_") and t not in known]
+    return [t for t in task_names(args) if t.startswith("posbench_") and t not in known]
 
 
 def only_posbench_tasks(args: list[str]) -> bool:
     """Whether ``--tasks`` names PosBench tasks and groups (``posbench_*``) only."""
-    tasks = _value(args, "--tasks")
-    return bool(tasks) and all(t.strip().startswith("posbench_") for t in tasks.split(","))
+    names = task_names(args)
+    return bool(names) and all(t.startswith("posbench_") for t in names)
 
 
 @contextlib.contextmanager
@@ -247,7 +291,7 @@ def _main(argv: list[str] | None, prog: str) -> int:
     p.add_argument("--run", help="a run's result JSON, its _work/<run_id> folder, or a run id under --results_dir")
     p.add_argument("--results_dir", default="results", help="where run ids are looked up (default: results)")
     args, rest = p.parse_known_args(argv)
-    if (problem := argument_problem(rest)) is not None:  # before a model loads
+    if (problem := argument_problem(rest, args.run)) is not None:  # before a model loads
         raise Refused(f"{p.prog}: error: {problem}", 2)
     from suite.lmeval.model import WeightsRefused, load_run  # registers the posbench model with lm-eval
     from suite.lmeval.yamls import include_dir

@@ -35,6 +35,7 @@ from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from tqdm import tqdm
 
+from suite.lmeval.arguments import MODEL_ARGS, model_args
 from suite.lmeval.generation import Generation, decode_greedy
 from suite.model.lm import PosBenchLM
 from suite.progress import CountLines
@@ -47,7 +48,6 @@ from tasks.text import decode_bytes, encode_bytes
 
 log = logging.getLogger("posbench")
 DEFAULT_BATCH = 32
-MODEL_ARGS = ("pretrained", "results_dir", "sweep", "batch_size", "max_batch_size", "device", "threads")
 
 
 def resolve_run(run: str | Path, results_dir: str | Path = "results", sweep: str | None = None) -> Path:
@@ -153,16 +153,25 @@ class PosBenchEvalLM(TemplateLM):
             named = f"unknown model arg(s) {sorted(unknown)}" if unknown else "no model arg pretrained"
             raise ValueError(f"posbench: {named}; valid: {', '.join(MODEL_ARGS)} (pretrained: the run's id, "
                              "hash, result file or _work/<run_id> folder)")
+        given = {k: v for k, v in dict(pretrained=pretrained, results_dir=results_dir, sweep=sweep, batch_size=batch_size,
+                                       max_batch_size=max_batch_size, device=device, threads=threads).items() if v is not None}
+        try:  # typed and judged by their declaration (suite.lmeval.arguments.ModelArgs), as the command line's are
+            values = model_args(given)
+        except ValueError as err:
+            raise ValueError(f"posbench: model args {err}") from None
+        batch_size, threads = values.get("batch_size"), values.get("threads")
         self._device = _device(device)
         self.model, self.payload = load_run(pretrained, results_dir, self._device, sweep)
         threads = threads or run_threads(self.payload)
+        if threads and threads > (os.cpu_count() or 1):  # as a run clamps its threads (suite.run.usable_threads)
+            log.warning("threads=%d is more than this machine's %d cores; using %d", threads, os.cpu_count() or 1, os.cpu_count() or 1)
+            threads = os.cpu_count() or 1
         if threads:
             torch.set_num_threads(int(threads))
         self.run_id = self.payload["run"].get("run_id")
         names = [t["name"] for t in self.payload["run"]["spec"]["tasks"]]
         self.byte_level = all(n in TASKS and TASKS[n].byte_level for n in names)  # text read as bytes
-        size = str(batch_size or DEFAULT_BATCH)
-        self.batch_size = int(size) if size.isdigit() else DEFAULT_BATCH  # "auto": the default
+        self.batch_size = batch_size or DEFAULT_BATCH  # "auto" (left out by model_args): the default
         self._warned = False
 
     # ---- tokenizer (TemplateLM)

@@ -40,15 +40,12 @@ import datasets
 from suite.evaluation.evalsets import generate
 from suite.config.schema import EvalConf
 from suite.config.build import task_spec
-from suite.config.run_spec import EXAMPLES_MAX, TaskSpec
-from suite.options import COUNT_MAX, LENGTH_MAX
+from suite.config.run_spec import TaskSpec
+from suite.lmeval.arguments import DEFAULT_LENGTHS, DEFAULT_N, metadata_values
 from suite.data.metrics import Evidence, metric
 from tasks import TASKS
 from tasks.base import BOS_ID, EOS_ID, VOCAB, Example, decode
 from tasks.text import decode_bytes
-
-DEFAULT_LENGTHS = (32, 64)
-DEFAULT_N = 50
 
 
 def default_seed() -> int:
@@ -93,28 +90,24 @@ def text_docs(example: Example, length: int, index: int) -> list[dict]:
              "n_bytes": len(data)}]
 
 
-def _lengths(lengths) -> list[int]:
-    """The lengths, each a positive integer within the suite's length bound (``suite.options.LENGTH_MAX``)."""
-    values = [lengths] if isinstance(lengths, int) else list(lengths)
-    if not values or not all(isinstance(x, int) and not isinstance(x, bool) and 0 < x <= LENGTH_MAX for x in values):
-        raise ValueError(f"metadata lengths={lengths!r}: must be a positive integer or a list of them, "
-                         f"each at most {LENGTH_MAX:,} tokens")
-    return values
-
 
 def build_docs(name: str, lengths=DEFAULT_LENGTHS, n_examples: int = DEFAULT_N, data_seed: int | None = None,
                params: dict | None = None) -> list[dict]:
     """The documents of task ``name``: ``n_examples`` examples per length, the lengths alternating
-    document by document (an example's queries too); ``data_seed`` None is the suite's eval seed."""
-    if not isinstance(n_examples, int) or not 1 <= n_examples <= EXAMPLES_MAX:
-        raise ValueError(f"metadata n_examples={n_examples!r}: must be an integer in [1, {EXAMPLES_MAX:,}]")
-    if data_seed is not None and (not isinstance(data_seed, int) or not 0 <= data_seed <= COUNT_MAX):
-        raise ValueError(f"metadata data_seed={data_seed!r}: must be an integer in [0, {COUNT_MAX:,}]")
+    document by document (an example's queries too); ``data_seed`` None is the suite's eval seed.
+    The metadata is typed and judged by its declaration first (``arguments.metadata_values``:
+    each length within ``LENGTH_MAX``, ``n_examples`` within ``EXAMPLES_MAX``), before a document
+    of any length is generated."""
+    try:
+        given = metadata_values({"lengths": lengths, "n_examples": n_examples, "data_seed": data_seed})
+    except ValueError as err:
+        raise ValueError(f"metadata {err}") from None
+    lengths, n_examples, data_seed = given["lengths"], given["n_examples"], given["data_seed"]
     data_seed = default_seed() if data_seed is None else data_seed
     task = task_of(name, params).build()
     docs_of = text_docs if task.byte_level else example_docs
     sets = {}
-    for length in _lengths(lengths):
+    for length in lengths:
         try:
             sets[length] = generate(task, length, int(data_seed), n_examples)
         except ValueError as err:
