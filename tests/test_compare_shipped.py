@@ -30,8 +30,10 @@ def fresh_copy(shipped: Path, results: Path, sweep: str = "fresh") -> Path:
         rerun = {**spec.to_dict(), "code": "f00df00df00d"}
         rows = [{**row, "sweep": sweep, "code_digest": "f00df00df00d", "config_hash": f"fresh-{row['config_hash']}"}
                 for row in payload["rows"]]
-        files.write_json_atomic(files.result_path(results, sweep, run["run_id"]),
-                                {**payload, "run": {**run, "sweep": sweep, "spec": rerun}, "rows": rows})
+        record = {**run, "sweep": sweep, "spec": rerun, "code_digest": "f00df00df00d"}  # as its rows repeat it
+        if "config_hash" in run:
+            record["config_hash"] = f"fresh-{run['config_hash']}"
+        files.write_json_atomic(files.result_path(results, sweep, run["run_id"]), {**payload, "run": record, "rows": rows})
     return results / sweep
 
 
@@ -77,6 +79,9 @@ def test_two_shipped_boards_of_the_same_runs_match_both_ways(tmp_path, capsys):
 
 # families a sweep file gained that its shipped board does not hold yet (none at present)
 NOT_YET_SHIPPED: dict[str, set[str]] = {}
+# boards whose sweep file changed every configuration on purpose and that wait to be republished
+REPUBLISH_PENDING = {"kz.jsonl.gz": "issue 60: conf/sweep/kz.yaml now evaluates every length L+1 .. 2L and maps the "
+                                    "paper's APE to sinusoidal positions; published/kz.jsonl.gz is republished later"}
 
 
 @pytest.mark.parametrize("name", fast_or_exhaustive(BOARDS, fast={"default.jsonl.gz"}))
@@ -88,6 +93,8 @@ def test_todays_sweep_file_composes_the_configurations_its_shipped_board_holds(n
     Mutation check: keeping ``model.name`` in ``compare.configuration`` makes the kz and
     flipflop_path cases fail (their sweep files name the model 'tiny(n_heads=2)', the board 'tiny');
     the scale case fails when the jobs its skip list leaves out are kept (``_built_jobs`` for ``_run_jobs``)."""
+    if name in REPUBLISH_PENDING:
+        pytest.skip(REPUBLISH_PENDING[name])
     jobs = _run_jobs(Path(name).name.removesuffix(".jsonl.gz"))  # less the jobs a skip list leaves out
     shipped = {match_key(payload["run"]["spec"]) for _, payload in store.payloads(PUBLISHED / name)}
     if name in NOT_YET_SHIPPED:  # families a sweep file gained that its shipped board does not hold yet

@@ -22,9 +22,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from suite.report import boards, declared, ranking, stats
+from suite.report import boards, declared, ranking, render, stats
 from suite.report.sections.mrr import mrr_display
-from suite.report.__main__ import main as report_main
+from suite.report.__main__ import console_mrr, main as report_main
 from suite.results import store
 from tests.conftest import fast_or_exhaustive
 from tests.test_report import write_fixture
@@ -133,9 +133,7 @@ def test_a_whole_board_builds_no_job(monkeypatch):
 
 def _partial(tmp_path):
     """The four runs of the report fixture, as results/default: 4 of the 36 runs default declares."""
-    write_fixture(tmp_path)
-    (tmp_path / "fx").rename(tmp_path / "default")
-    return tmp_path
+    return write_fixture(tmp_path, sweep="default")
 
 
 def test_a_partial_board_says_k_of_n_and_refuses_a_fuller_one_without_force(tmp_path, capsys):
@@ -157,14 +155,18 @@ def test_a_partial_board_says_k_of_n_and_refuses_a_fuller_one_without_force(tmp_
 
 
 def test_the_terminals_mrr_names_runs_and_not_learned(tmp_path, capsys):
-    """The fixture: rope's seed 1 scores 0.8 at L (not learned), alibi and learned one seed each."""
+    """The fixture: rope's seed 1 scores 0.8 at L (not learned), alibi and learned one seed each.
+    The terminal prints the report's MRR table over every run with the runs behind each scheme, how
+    many learned, the learned runs' MRR beside it and the report's not-learned mark."""
     results = write_fixture(tmp_path)
     assert report_main(["fx", "--results", str(results), "--out", str(tmp_path / "reports")]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    header = next(i for i, line in enumerate(lines) if line.split()[:3] == ["scheme", "MRR", "(OOD)"])
-    assert lines[header].split()[5:9] == ["MRR", "(OOD),", "every", "run"]  # the MRR over every run beside
-    assert lines[header].split()[12:15] == ["all", "runs", "overlaps"]
-    rows = {line.split()[0]: line.split() for line in lines[header + 1:header + 4]}
-    assert [rows[s][12] for s in ("rope", "alibi", "learned")] == ["n=2", "n=1", "n=1"]
-    assert rows["rope"][-4:] == ["copy", "1", "of", "2"]  # the report's own mark
-    assert "of" not in rows["alibi"] and "of" not in rows["learned"]  # both learned: no mark
+    printed = capsys.readouterr().out
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        shown = console_mrr(render.build(store.load(results / "fx"), "fx"))
+    assert shown.to_string(index=False) in printed
+    assert list(shown.columns[:5]) == ["scheme", "MRR (OOD)", "MRR (all)", "runs learned", "MRR (OOD), learned runs"]
+    rows = shown.set_index("scheme")
+    assert rows.runs.to_dict() == {"rope": "n=2", "alibi": "n=1", "learned": "n=1"}
+    assert rows["runs learned"].to_dict() == {"rope": "1 of 2", "alibi": "1 of 1", "learned": "1 of 1"}
+    assert rows["not learned"].to_dict() == {"rope": "copy 1 of 2", "alibi": "", "learned": ""}  # the report's mark

@@ -2,28 +2,28 @@
 Kendall's tau between settings with its bootstrap interval, the schemes whose rank moves, the
 one-sentence finding, and breakdowns that never average unlike metrics, from fabricated runs.
 
-Mutation checks: tau_b's numerator negated (discordant minus concordant pairs) makes
-test_the_same_order_in_every_setting_holds and test_a_reversed_order_gives_tau_minus_one_and_says_so
-fail; tau_b dividing by every pair (tau-a) makes test_tau_b_matches_scipy_and_a_hand_count fail;
-MOVE_LIMIT = 2 makes test_one_scheme_moving_by_two_breaks_the_ranking_though_tau_agrees fail;
-setting_labels ordering by the label's text ('d_model 128' before 'd_model 64'), or
-boards.model_labels naming the model without its width (one setting), makes
-test_a_reversed_order_gives_tau_minus_one_and_says_so fail; the tau interval without
-stats.containing, or each setting's bootstrap seeded with None, makes
+Mutation checks: tau_b's numerator negated (discordant minus concordant pairs) in
+suite/report/stability.py makes test_the_same_order_in_every_setting_holds and
+test_a_reversed_order_gives_tau_minus_one_and_says_so fail; tau_b dividing by every pair (tau-a)
+makes test_tau_b_matches_scipy_and_a_hand_count fail; MOVE_LIMIT = 2 makes
+test_one_scheme_moving_by_two_breaks_the_ranking_though_tau_agrees fail; boards.setting_labels
+ordering by the label's text ('d_model 128' before 'd_model 64'), or boards.model_labels naming the
+model without its width (one setting), makes test_a_reversed_order_gives_tau_minus_one_and_says_so
+fail; the tau interval without stats.containing, or the bootstrap seeded with None, makes
 test_the_bootstrap_interval_contains_its_point_and_rebuilds_byte_identically fail; save keeping an
-old board's ranking_by_setting.csv makes test_the_section_appears_only_when_a_setting_varies fail; breakdown's rows without task and
-metric (index scheme and setting only), or its schemes labelled over every setting at once
-(primary(df) in place of primary of each value's rows), makes
-test_breakdowns_never_average_two_metrics_or_two_schemes fail; build ranking every task of
-every setting (no shared_tasks filter) makes test_settings_are_compared_on_the_tasks_learned_in_every_one fail, and so does
-shared_tasks reading every row where it reads the learned ones.
+old board's ranking_by_setting.csv makes test_the_section_appears_only_when_a_setting_varies fail;
+breakdown's rows without task and metric (index scheme and setting only), or its schemes labelled
+over every setting at once (primary(df) in place of primary of each value's rows), makes
+test_breakdowns_never_average_two_metrics_or_two_schemes fail; stability.build ranking every task
+of every setting (no shared_tasks filter) makes test_settings_are_compared_on_the_tasks_every_one_holds
+fail, and so does shared_tasks reading the learned rows where it reads every row.
 """
 import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
-from suite.report import render
+from suite.report import boards, render, stability
 from suite.report.sections import breakdowns, settings
 from suite.report.__main__ import main as report_main
 from suite.results import store
@@ -50,8 +50,13 @@ def _rows(orders: dict, spacing: float = 0.15, offsets=(-0.01, 0.0, 0.01), setti
     return out
 
 
+def _build(df, **kw):
+    """``stability.build`` of a frame's headline rows, as the report's context builds it."""
+    return stability.build(boards.primary(df), **kw)
+
+
 def test_the_same_order_in_every_setting_holds():
-    s = settings.build(frame(_rows({32: list("abcd"), 64: list("abcd"), 128: list("abcd")})))
+    s = _build(frame(_rows({32: list("abcd"), 64: list("abcd"), 128: list("abcd")})))
     assert s["settings"] == ["L=32", "L=64", "L=128"]
     assert s["ranking"].groupby("setting")["rank"].apply(list).to_dict() == {k: [1, 2, 3, 4] for k in s["settings"]}
     assert s["ranking"].set_index(["setting", "scheme"]).mrr_ood[("L=64", "b")] == pytest.approx(0.5)
@@ -66,7 +71,7 @@ def test_the_same_order_in_every_setting_holds():
 
 def test_a_reversed_order_gives_tau_minus_one_and_says_so():
     """Two widths of one named model, at one training length: the order reverses."""
-    s = settings.build(frame(_rows({128: list("abcd"), 64: list("dcba")}, setting="d_model")))
+    s = _build(frame(_rows({128: list("abcd"), 64: list("dcba")}, setting="d_model")))
     assert s["settings"] == ["d_model 64", "d_model 128"]
     assert s["columns"] == ["model"]
     row = s["taus"].iloc[0]
@@ -77,12 +82,13 @@ def test_a_reversed_order_gives_tau_minus_one_and_says_so():
     assert (moves.best_in["a"], moves.worst_in["a"]) == ("d_model 128", "d_model 64")
     assert s["finding"] == (
         "The ranking does not hold: these pairs of settings do not order the schemes alike (tau interval not "
-        "above 0): d_model 64 vs d_model 128 (tau -1.00 [-1.00, -1.00]); and these schemes' ranks move by more "
+        "above 0): d_model 64 vs d_model 128 (tau -1.00; 1 distinct value over 1000 replicates, 1000 at -1.00); and "
+        "these schemes' ranks move by more "
         "than 1: a by 3 (1 at d_model 128, 4 at d_model 64); d by 3 (1 at d_model 64, 4 at d_model 128).")
 
 
 def test_one_scheme_moving_by_two_breaks_the_ranking_though_tau_agrees():
-    s = settings.build(frame(_rows({32: list("abcd"), 64: list("bcad")})))
+    s = _build(frame(_rows({32: list("abcd"), 64: list("bcad")})))
     ranks = s["ranking"].set_index(["setting", "scheme"])["rank"]
     assert (ranks[("L=32", "a")], ranks[("L=64", "a")]) == (1, 3)
     expected = scipy_stats.kendalltau([4, 3, 2, 1], [2, 4, 3, 1]).statistic  # a, b, c, d: higher MRR is better
@@ -96,12 +102,12 @@ def test_one_scheme_moving_by_two_breaks_the_ranking_though_tau_agrees():
 
 def test_tau_b_matches_scipy_and_a_hand_count():
     # by hand: x ties its first two; of the 6 pairs 4 are concordant, 0 discordant, 5 untied in x, 5 in y
-    assert settings.tau_b([1, 1, 2, 3], [1, 2, 2, 3]) == pytest.approx(4 / 5)
-    assert settings.tau_b([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx((5 - 1) / 6)
-    assert np.isnan(settings.tau_b([1, 1, 1], [1, 2, 3]))  # a complete tie orders nothing
+    assert stability.tau_b([1, 1, 2, 3], [1, 2, 2, 3]) == pytest.approx(4 / 5)
+    assert stability.tau_b([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx((5 - 1) / 6)
+    assert np.isnan(stability.tau_b([1, 1, 1], [1, 2, 3]))  # a complete tie orders nothing
     rng = np.random.default_rng(3)
     x, y = rng.integers(0, 4, size=(50, 7)), rng.integers(0, 4, size=(50, 7))  # many ties
-    ours = settings.tau_b(x, y)
+    ours = stability.tau_b(x, y)
     theirs = [scipy_stats.kendalltau(a, b).statistic for a, b in zip(x, y)]
     np.testing.assert_allclose(ours, theirs, equal_nan=True)
 
@@ -111,14 +117,14 @@ def test_the_bootstrap_interval_contains_its_point_and_rebuilds_byte_identically
     (tau 1), but resampled seeds reorder them often, so fewer than 2.5 % of replicates reach 1 and
     the percentile interval alone would end below its own point."""
     df = frame(_rows({32: list("abcdef"), 64: list("abcdef")}, spacing=0.02, offsets=(-0.1, 0.0, 0.1)))
-    row = settings.build(df)["taus"].iloc[0]
+    row = _build(df)["taus"].iloc[0]
     assert row.tau == 1.0 and row.tau_high == 1.0 and row.tau_low < 0 <= row.tau_high
     assert row.agree == "no"  # the order agrees, but this board cannot tell it from noise
     one, two = render.write(df, "fx", tmp_path / "one"), render.write(df, "fx", tmp_path / "two")
     for name in ("kendall_tau.csv", "ranking_by_setting.csv", "index.md", "index.html"):
         assert (one / name).read_bytes() == (two / name).read_bytes(), name
     csv = pd.read_csv(one / "kendall_tau.csv")
-    assert list(csv.columns) == settings.TAU_COLUMNS and csv.tau_low.iloc[0] == round(row.tau_low, 4)
+    assert list(csv.columns) == stability.TAU_COLUMNS and csv.tau_low.iloc[0] == round(row.tau_low, 4)
 
 
 def _write(folder, rows):
@@ -132,7 +138,8 @@ def test_the_section_appears_only_when_a_setting_varies(tmp_path, capsys):
     results = _write(tmp_path / "results", _rows({32: list("abc"), 64: list("cba")}))
     assert report_main(["fx", "--results", str(results), "--out", str(tmp_path / "out")]) == 0
     console = capsys.readouterr().out
-    assert "Does the ranking hold? The ranking does not hold" in console and "-1.00 [-1.00, -1.00]" in console
+    assert "Does the ranking hold? The ranking does not hold" in console
+    assert "-1.00; 1 distinct value over 1000 replicates, 1000 at -1.00" in console
     out = tmp_path / "out" / "fx"
     md = (out / "index.md").read_text()
     assert "## Does the ranking hold?" in md and "**The ranking does not hold:" in md
@@ -145,7 +152,7 @@ def test_the_section_appears_only_when_a_setting_varies(tmp_path, capsys):
     render.write(one, "fx", out)  # a board of one setting: no section, and no old orders left behind
     assert "Does the ranking hold?" not in (out / "index.md").read_text()
     assert not (out / "ranking_by_setting.csv").exists() and not (out / "kendall_tau.csv").exists()
-    assert settings.build(one) is None
+    assert _build(one) is None
 
 
 def test_breakdowns_never_average_two_metrics_or_two_schemes():
@@ -165,20 +172,23 @@ def test_breakdowns_never_average_two_metrics_or_two_schemes():
     assert len(t) == 8
 
 
-def test_settings_are_compared_on_the_tasks_learned_in_every_one():
+def test_settings_are_compared_on_the_tasks_every_one_holds():
     """The flagship's way (one task family at 32 tokens, another at 64) is no second setting of any
-    task: no section. Where settings share some tasks, only those are ranked and the rest are named;
-    a task no run has learned in some setting (copy at a length no scheme learns) is left out too."""
+    task: no section. Where settings share some tasks, only those are ranked and the rest are named.
+    A task no run has learned in some setting is compared like any other (every run is ranked);
+    the learned-runs protocol before issue 60 left it out."""
     reverse = [{**r, "config_hash": r["config_hash"] + "-reverse"} for r in _rows({64: list("cba")}, task="reverse")]
     apart = _rows({32: list("abc")}, task="copy") + reverse
-    assert settings.build(frame(apart)) is None
+    assert _build(frame(apart)) is None
     mixed = apart + _rows({64: list("abc")}, task="copy")
-    s = settings.build(frame(mixed))
+    s = _build(frame(mixed))
     assert s["tasks"] == ["copy"] and s["left_out"] == ["reverse"]
     assert s["taus"].tau.tolist() == [1.0]  # counted, reverse at 64 (c first) would tie a with c
-    assert ("Compared on the tasks some run has learned in every setting: copy (reverse left out: absent or "
-            "learned by no run in some setting).") in settings.text(s)
+    assert ("Compared on the tasks every setting holds: copy (reverse left out: absent from some "
+            "setting).") in settings.text(s)
     unlearned = [{**r, "config_hash": r["config_hash"] + "-reverse"}
                  for r in _rows({32: list("abc")}, task="reverse", at_l=0.2)]
-    s = settings.build(frame(mixed + unlearned))  # reverse at 32 held but learned by none: still left out
-    assert s["tasks"] == ["copy"] and s["left_out"] == ["reverse"] and s["taus"].tau.tolist() == [1.0]
+    s = _build(frame(mixed + unlearned))  # reverse at 32 held, learned by none: compared all the same
+    assert s["tasks"] == ["copy", "reverse"] and s["left_out"] == []
+    old = _build(frame(mixed + unlearned), runs=stability.LEARNED)
+    assert old["tasks"] == ["copy"] and old["left_out"] == ["reverse"] and old["taus"].tau.tolist() == [1.0]

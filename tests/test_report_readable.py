@@ -35,12 +35,13 @@ def _df(metric="token_accuracy"):
 
 def test_task_table_has_named_lengths_dashes_for_unsupported_and_best_rows_first():
     t = boards.pivot(boards.leaderboard(_df()), "copy")
-    assert list(t.columns) == ["32 (1x)", "64 (2x)"] and t.index.name == "scheme"
+    assert list(t.columns) == ["32 (1x)", "64 (2x)", "runs learned"] and t.index.name == "scheme"
     # mean over lengths, an empty cell counting 0: alibi 0.7, rope 0.55, learned 0.5; t5 has no score: last
     # alibi scores 0.8 at L and t5 nothing (diverged): neither has learned the task, and their rows say so
     assert list(t.index) == ["alibi (1 of 1 not learned)", "rope", "learned", "t5 (1 of 1 not learned)"]
     assert t.loc["learned", "64 (2x)"] == "-" and t.loc["t5 (1 of 1 not learned)", "32 (1x)"] == "diverged"
     assert t.loc["alibi (1 of 1 not learned)", "64 (2x)"] == "0.60 (n=1)"  # one seed of token accuracy: no interval
+    assert t["runs learned"].tolist() == ["0 of 1", "1 of 1", "1 of 1", "0 of 1"]  # every row says how many learned
     shares = boards.pivot(boards.leaderboard(_df("exact_match"), "exact_match"), "copy")
     assert re.fullmatch(r"0\.60 \[0\.\d\d, 0\.\d\d\]", shares.loc["alibi (1 of 1 not learned)", "64 (2x)"])  # Wilson
 
@@ -99,6 +100,7 @@ def _diagnostic_store(tmp_path):
             rows.append({**base, "metric": "recency_gap", "slice": f"at={at},layer=0,site=resid_out,far=16"})
             rows += [{**base, "metric": "recency_cos", "slice": f"at={at},layer=0,site=resid_out,lag={lag}"}
                      for lag in (1, 4, 16)]
+        rows = [{**r, "sweep": "dg"} for r in rows]
         store.write_run(tmp_path, "dg", run, {"run_id": run, "sweep": "dg", "spec": spec_for(rows)}, rows)
     return store.load(tmp_path / "dg")
 

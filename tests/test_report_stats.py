@@ -115,11 +115,12 @@ def test_bootstrap_is_degenerate_when_every_seed_agrees():
 def test_bootstrap_keeps_a_runs_eval_lengths_together():
     # a's seed 0 wins both OOD lengths, seed 1 loses both: a resample never mixes them
     df = _seeded({"a": [(0.5, 1.0, 1.0), (0.5, 0.0, 0.0)], "b": [(0.5, 0.5, 0.5)] * 2})
-    b = boards.leaderboard(df)
-    schemes, cells, *_ = ranking._arrays(b)
-    x = ranking._bootstrap_scores(boards.primary(df), schemes, cells, reps=200, seed=0)
-    a, c64, c128 = schemes.index("a"), cells.index(("copy", 64)), cells.index(("copy", 128))
-    assert np.array_equal(x[:, a, c64], x[:, a, c128]) and len(set(x[:, a, c64])) == 3
+    lay = ranking._arrays(boards.leaderboard(df))
+    runs = {lay.schemes[i]: (v, cols) for i, _, v, cols in ranking._runs(boards.primary(df), lay)}
+    v, cols = runs["a"]
+    x = ranking._mean_of_resampled(v, 200, np.random.default_rng(0))  # (reps, eval lengths)
+    c64, c128 = cols.index(lay.cells.index(("", "copy", 64))), cols.index(lay.cells.index(("", "copy", 128)))
+    assert np.array_equal(x[:, c64], x[:, c128]) and len(set(x[:, c64])) == 3
 
 
 def test_power_by_hand():

@@ -2,7 +2,8 @@
 are flagged, and published results sit beside ours with the agreement of orderings.
 
 Mutation check: in suite/report/sections/references.py compare, a pair differs when the signs' product is
-< 0 -> <= 0 (a tie counted as a disagreement) makes test_compare_orders_with_a_published_tie_by_hand fail."""
+< 0 -> <= 0 (a tie counted as a disagreement) makes test_compare_orders_with_a_published_tie_by_hand fail;
+the authors' MRR computation names its own mutations."""
 import math
 
 import pandas as pd
@@ -47,7 +48,7 @@ def test_runs_whose_code_changed_are_flagged(tmp_path, capsys):
     for run, stale in (("rope-0", True), ("rope-1", False), ("alibi-0", False)):
         scheme, seed = run.split("-")
         digest = "0123456789ab" if stale else spec_digest(_spec(scheme))
-        rows = [_row(run, scheme, int(seed), "copy", e, 0.5, digest=digest) for e in (32, 64)]
+        rows = [{**_row(run, scheme, int(seed), "copy", e, 0.5, digest=digest), "sweep": "mx"} for e in (32, 64)]
         store.write_run(tmp_path / "res", "mx", run, {"run_id": run, "sweep": "mx", "spec": spec_for(rows, **_spec(scheme))}, rows)
     assert spec_digest(_spec("rope")) != spec_digest(_spec("alibi"))  # each digest covers its own scheme
     assert main(["mx", "--results", str(tmp_path / "res"), "--out", str(tmp_path / "rep")]) == 0
@@ -81,12 +82,12 @@ def test_compare_orders_with_a_published_tie_by_hand():
 def test_published_results_section_from_the_kz_reference(tmp_path):
     # our OOD means on copy: T5 .6 > NoPE .5 > ALiBi .4 > APE .2 > RoPE .1;
     # the paper's "copy, random tokens": T5 > ALiBi > NoPE > APE > RoPE: only NoPE/ALiBi differ, tau = 8/10
-    ood = {"nope": 0.5, "t5": 0.6, "alibi": 0.4, "rope": 0.1, "learned": 0.2}
+    ood = {"nope": 0.5, "t5": 0.6, "alibi": 0.4, "rope": 0.1, "sinusoidal": 0.2}
     rows = [_row(f"{s}-{seed}", s, seed, "copy", e, 0.9 if e == 32 else v if e == 64 else 1 - v)
             for s, v in ood.items() for seed in (0, 1) for e in (32, 64, 128)]  # 128 = 4L: not a test length
     df = frame(rows)
     ref = references.load("kz")
-    assert ref["columns"] == {"nope": "NoPE", "t5": "T5", "alibi": "ALiBi", "rope": "RoPE", "learned": "APE"}
+    assert ref["columns"] == {"nope": "NoPE", "t5": "T5", "alibi": "ALiBi", "rope": "RoPE", "sinusoidal": "APE"}
     assert ref["results"]["reverse"]["RoPE"] == 0.077 and ref["mrr"]["NoPE"] == 0.687
     r = render.build(df, "kz")
     agree = r["references"]["agreement"].set_index("row")
@@ -94,18 +95,20 @@ def test_published_results_section_from_the_kz_reference(tmp_path):
     assert copy["paper order"] == "T5 > ALiBi > NoPE > APE > RoPE"
     assert copy["our order"] == "T5 > NoPE > ALiBi > APE > RoPE"
     assert copy["kendall tau"] == pytest.approx(0.8) and copy["opposite pairs"] == "NoPE/ALiBi"
-    assert set(agree.index) == {"copy, random tokens", "MRR"}  # reverse and copy_repeat were not run
+    # reverse and copy_repeat were not run; both our MRRs are compared with the published one
+    assert set(agree.index) == {"copy, random tokens", "MRR", "MRR, their computation"}
+    assert agree.loc["MRR, their computation", "paper order"] == "NoPE > T5 > ALiBi > RoPE > APE"
     assert r["references"]["ours"].loc["copy, random tokens", "NoPE"] == 0.5
     md = render.markdown(r)
     assert "## Published results" in md and "40k steps" in md and "Kazemnejad" in md
-    assert "| copy, random tokens |" in md and "NoPE/ALiBi" in md and "0.420" in md and "| ours " in md
+    assert "| copy, random tokens " in md and "NoPE/ALiBi" in md and "0.420" in md and "| ours " in md
     assert md.count("Their setup") == 1
     assert references.load("no-such-sweep") is None and "Published results" not in render.markdown(
         render.build(df, "other"))
 
 
 def test_a_scheme_without_a_score_ranks_last_in_the_comparison():
-    board = pd.DataFrame({"scheme": ["rope", "learned"], "task": "copy", "eval_len": 64, "train_len": 32,
+    board = pd.DataFrame({"scheme": ["rope", "sinusoidal"], "task": "copy", "eval_len": 64, "train_len": 32,
                           "mean": [0.1, math.nan]})
     ref = references.load("kz")
     ours = references.our_scores(ref, board)
@@ -113,3 +116,40 @@ def test_a_scheme_without_a_score_ranks_last_in_the_comparison():
     assert math.isnan(ours.loc["copy, random tokens", "NoPE"])  # not run
     c = references.compare({"RoPE": 0.011, "APE": 0.028}, {"RoPE": 0.1, "APE": references.EMPTY})
     assert c["ours"] == "RoPE > APE (no score)" and c["differ"] == ["RoPE/APE"]
+
+
+def _authors_rows():
+    """copy at L = 32, seeds 0 and 1, scored at 48 and 64 (their test lengths) and at 128 (4L, not one).
+    Seed 0: nope (0.6, 0.4), t5 (0.5, 0.5), alibi (0.9, 0.1): each pools to 0.5, a three-way tie.
+    Seed 1: nope 0.2, t5 0.7, alibi 0.4 (pooled). At 128 alibi scores 1.0: counted, it would win."""
+    scores = {("nope", 0): (0.6, 0.4), ("t5", 0): (0.5, 0.5), ("alibi", 0): (0.9, 0.1),
+              ("nope", 1): (0.2, 0.2), ("t5", 1): (0.8, 0.6), ("alibi", 1): (0.4, 0.4)}
+    rows = []
+    for (scheme, seed), (at48, at64) in scores.items():
+        for eval_len, value in ((32, 1.0), (48, at48), (64, at64), (128, 1.0 if scheme == "alibi" else 0.0)):
+            rows.append(_row(f"{scheme}-{seed}", scheme, seed, "copy", eval_len, value))
+    return boards.primary(frame(rows))
+
+
+def test_the_authors_mrr_ranks_each_seed_apart_with_ties_broken_by_row_order():
+    """Kazemnejad et al.'s computation by hand: per (seed, task) query, the schemes by the seed's
+    accuracy pooled over the test lengths (48 and 64, not 128), rank(method="first",
+    ascending=False). Seed 0's three-way tie goes by row order (the reference file's: nope, t5,
+    alibi): nope 1, t5 2, alibi 3; seed 1: t5 1, alibi 2, nope 3. MRR: nope (1 + 1/3) / 2, t5
+    (1/2 + 1) / 2, alibi (1/3 + 1/2) / 2. Ours ranks cell means instead: at 48 t5 and alibi tie
+    (0.65), nope 0.4; at 64 t5 0.55, nope 0.3, alibi 0.25: nope (1/3 + 1/2) / 2, t5 1, alibi (1 + 1/3) / 2.
+
+    Mutation checks: ``authors_mrr`` in suite/report/sections/references.py ranking with
+    method="min" (ties share the best rank), ascending=True, in sorted order rather than the
+    reference file's, or over every length beyond L (128 counted) makes this fail."""
+    rows = _authors_rows()
+    ref = references.load("kz")
+    theirs = references.authors_mrr(ref, rows)
+    assert theirs.to_dict() == pytest.approx({"nope": 2 / 3, "t5": 3 / 4, "alibi": 5 / 12})
+    reordered = {**ref, "columns": {"alibi": "ALiBi", "t5": "T5", "nope": "NoPE"}}  # alibi's row first: it wins the tie
+    assert references.authors_mrr(reordered, rows).to_dict() == pytest.approx({"alibi": 3 / 4, "t5": 3 / 4, "nope": 1 / 3})
+    ours = references.our_scores(ref, boards.board_of(rows), rows)
+    assert ours.loc["MRR", ["NoPE", "T5", "ALiBi"]].tolist() == pytest.approx([0.417, 1.0, 0.667], abs=1e-3)
+    assert ours.loc["MRR, their computation", ["NoPE", "T5", "ALiBi"]].tolist() == pytest.approx([0.667, 0.75, 0.417], abs=1e-3)
+    mrrs = references.side_by_side(references.paper_scores(ref), ours)
+    assert len(mrrs) == 3 and mrrs.loc["published (their runs, their computation)", "NoPE"] == 0.687

@@ -31,7 +31,7 @@ def _toy(folder):
             rows = [_row(run, scheme, seed, "copy", length, value - 0.01 * seed, steps=80)
                     for length, value in zip((32, 64, 128), values)]
             spec = spec_for(rows, model={"layers": [{"position": scheme, "span": "full"}]})
-            rows = [{**r, "code_digest": spec_digest(spec)} for r in rows]  # this checkout's code: no warning
+            rows = [{**r, "code_digest": spec_digest(spec), "sweep": "toy"} for r in rows]  # this checkout's code: no warning
             store.write_run(folder, "toy", run, {"run_id": run, "sweep": "toy", "spec": spec}, rows)
     return folder / "toy"
 
@@ -40,8 +40,10 @@ def test_a_board_opens_with_its_verdict_and_setup(tmp_path):
     out = render.write(store.load(_toy(tmp_path / "results")), "toy", tmp_path / "report")
     md = (out / "index.md").read_text().splitlines()
     # alibi is first in every cell beyond L (rank 1), rope second (1/2): MRR 1 and 0.5, no seed changes it
-    want = ("alibi ranks first by MRR beyond the training length (1.00 [1.00, 1.00]), ahead of rope "
-            "(0.50 [0.50, 0.50]); separated from the second at the 95 % level: yes (the two intervals do not overlap).")
+    # a bootstrap of one value reads as one, never as the precise-looking [1.00, 1.00]
+    want = ("alibi ranks first by MRR beyond the training length (1.00; 1 distinct value over 1000 replicates, 1000 "
+            "at 1.00), ahead of rope (0.50; 1 distinct value over 1000 replicates, 1000 at 0.50); separated from the "
+            "second at the 95 % level: yes (the two intervals do not overlap).")
     setup = ("Setup: model tiny (4 layers, d_model 64, 4 heads); 80 steps; trained at L = 32 tokens; "
              "evaluated at 32, 64, 128 tokens; seeds 0, 1, 2; 9 runs.")
     assert md[:5] == ["# PosBench leaderboard: `toy`", "", f"**{want}**", "", setup]  # a stale-code warning comes first
@@ -65,8 +67,8 @@ def test_the_verdict_says_whether_the_first_two_are_separated():
     alike = _mrr([("path", 0.594, 0.58, 0.68, 0.6, 0.5, 0.7), ("kerple", 0.591, 0.54, 0.68, 0.6, 0.5, 0.7)])
     assert "(0.594 [0.580, 0.680]), ahead of kerple (0.591" in verdict.verdict(alike)  # 0.59 and 0.59 told apart
     tied = _mrr([("rope", 0.5, 0.4, 0.6, 0.5, 0.4, 0.6), ("nope", 0.5, 0.45, 0.55, 0.5, 0.45, 0.55)])
-    assert verdict.verdict(tied) == ("rope and nope share the first place by MRR beyond the training length (0.50 "
-                                     "[0.40, 0.60] and 0.50 [0.45, 0.55]); separated from each other at the 95 % level: "
+    assert verdict.verdict(tied) == ("rope (0.50 [0.40, 0.60]) and nope (0.50 [0.45, 0.55]) share the first place by "
+                                     "MRR beyond the training length; separated from each other at the 95 % level: "
                                      "no (the two intervals overlap: their order may be noise).")
     no_ood = _mrr([("rope", float("nan"),) * 1 + (float("nan"),) * 2 + (0.75, 0.7, 0.8)])
     assert verdict.verdict(no_ood) == ("rope is the only scheme ranked by MRR over all cells (0.75 [0.70, 0.80]): "
@@ -134,26 +136,25 @@ def test_a_run_is_trained_to_criterion_by_its_check_rows_or_by_its_spec_on_a_jud
 
 
 def _learned_mrr(rows):
-    """``tables.mrr_learned``'s columns: the learned runs' OOD MRR, the tasks ranked on, every run's OOD MRR."""
-    cols = ["scheme", "mrr_ood", "mrr_ood_low", "mrr_ood_high", "ranked_on",
-            "mrr_ood_every_run", "mrr_ood_every_run_low", "mrr_ood_every_run_high"]
+    """``ranking.mrr_every``'s columns: every run's OOD MRR and the learned runs' beside it."""
+    cols = ["scheme", "mrr_ood", "mrr_ood_low", "mrr_ood_high", "mrr_ood_learned", "mrr_ood_learned_low",
+            "mrr_ood_learned_high"]
     return pd.DataFrame(rows, columns=cols)
 
 
-def test_a_first_place_won_without_a_task_it_never_learned_is_named_with_the_every_run_leader():
-    """A scheme that learned no run of vt drops vt from its own learned-runs MRR; when that scheme
-    ranks first, the verdict names the task it left out and the scheme first over every run.
+def test_a_leader_made_by_ranking_survivors_is_named_beside_the_every_run_leader():
+    """When the first scheme over the learned runs alone is another than over every run, the
+    verdict names it: the survivor filter changed the leader.
 
-    Mutation check: computing ``missing`` as ``board & its`` makes this fail."""
-    board = _learned_mrr([("stickbreaking", 0.73, 0.72, 0.74, "copy, flipflop", 0.57, 0.56, 0.58),
-                          ("path", 0.61, 0.55, 0.68, "copy, flipflop, vt", 0.61, 0.55, 0.67),
-                          ("rope", 0.12, 0.11, 0.17, "copy, flipflop, vt", 0.12, 0.08, 0.17)])
-    assert verdict.partial_leader(board) == (
-        " stickbreaking is ranked on copy, flipflop only: it has no learned run of vt, and the MRR over learned runs "
-        "leaves that task out for it; over every run, path ranks first (0.61 [0.55, 0.67]), stickbreaking 0.57 "
-        "[0.56, 0.58].")
-    board.loc[0, ["mrr_ood_every_run", "mrr_ood_every_run_low", "mrr_ood_every_run_high"]] = (0.7, 0.65, 0.75)
-    assert verdict.partial_leader(board).endswith("over every run, it still ranks first (0.70 [0.65, 0.75]).")
-    board.loc[0, "ranked_on"] = "copy, flipflop, vt"  # ranked on every task: nothing to add
-    assert verdict.partial_leader(board) == ""
-    assert verdict.partial_leader(_learned_mrr([])) == ""
+    Mutation check: ``learned_leader`` comparing the two leaders' every-run MRRs (``every``) in
+    place of their learned-runs MRRs makes this fail; returning '' always makes it fail too."""
+    board = _learned_mrr([("path", 0.61, 0.55, 0.67, 0.61, 0.55, 0.68),
+                          ("stickbreaking", 0.57, 0.56, 0.58, 0.73, 0.72, 0.74),
+                          ("rope", 0.12, 0.08, 0.17, 0.12, 0.11, 0.17)])
+    assert verdict.learned_leader(board) == (" Over the learned runs only, stickbreaking would rank first "
+                                             "(0.73 [0.72, 0.74]): ranking survivors changes the leader.")
+    board.loc[1, "mrr_ood_learned"] = 0.61  # tied with path over the learned runs: no other leader
+    assert verdict.learned_leader(board) == ""
+    board.loc[1, "mrr_ood_learned"] = 0.5  # path leads both: nothing to add
+    assert verdict.learned_leader(board) == ""
+    assert verdict.learned_leader(_learned_mrr([])) == ""

@@ -1,5 +1,5 @@
 """Steps to learn in each report (a section of index.md and index.html, and steps_to_learn.csv),
-and the headline MRR over learned runs with the MRR over every run beside it.
+and the headline MRR over every run with the MRR over the learned runs beside it.
 
 Mutation checks: ``steps_table`` in suite/report/sections/steps.py averaging every stored
 ``steps_to_learn`` (``g.steps.dropna()``, not only the learned runs') makes
@@ -7,13 +7,14 @@ test_steps_to_learn_by_hand_over_the_runs_that_learned fail, and so does its ``t
 ``bounds=(0.0, math.inf)`` (clipped to [0, 1]); ``Steps.blocks`` without the "Steps to learn"
 heading, or ``Steps.csvs`` without steps_to_learn.csv, makes
 test_a_report_with_checks_has_the_section_and_one_without_has_none fail, and so does
-``render.save`` leaving a stale steps_to_learn.csv behind; ``mrr_learned`` in
-suite/report/ranking.py ranking ``rows`` instead of the learned ``kept`` rows makes
-test_the_headline_mrr_ranks_learned_runs_only fail, and so does ``context.build`` calling
-``mrr_intervals`` instead of ``mrr_learned``, or ``mrr_learned`` sorting without the MRRs over every
-run (the schemes no learned run ranks by name); ``mrr_display`` without its "MRR (OOD), every run"
-column makes it fail too; ``headline`` in suite/report/sections/verdict.py without its
-no-learned-run sentence makes test_a_board_whose_runs_never_learned_ranks_nothing_and_says_why fail."""
+``render.save`` leaving a stale steps_to_learn.csv behind; ``mrr_every`` in suite/report/ranking.py
+building its headline from the learned ``kept`` rows (the protocol before issue 60), or its
+learned-runs column from every row, makes
+test_the_headline_mrr_ranks_every_run_with_the_learned_runs_beside_it fail, and so do
+``learned_counts`` counting the runs not learned, ``learned_leader`` in
+suite/report/sections/verdict.py returning '' and ``mrr_display`` without its "MRR (OOD), learned
+runs" column; ``headline`` without its not-learned sentence makes
+test_a_board_whose_runs_never_learned_is_ranked_all_the_same fail."""
 import math
 
 import pandas as pd
@@ -101,26 +102,30 @@ MRR_RUNS = [
 ]
 
 
-def test_the_headline_mrr_ranks_learned_runs_only(tmp_path, criterion_metrics):  # noqa: F811
+def test_the_headline_mrr_ranks_every_run_with_the_learned_runs_beside_it(tmp_path, criterion_metrics):  # noqa: F811
     df = _load(tmp_path, MRR_RUNS)
     r = render.build(df, "cr")
     m = r["mrr"].set_index("scheme")
     # every run, at 64: d 0.99 (1), c 0.95 (2), b (0.3 + 0.9) / 2 = 0.6 (3), a 0.5 (4)
-    assert m.mrr_ood_every_run.to_dict() == pytest.approx({"a": 1 / 4, "b": 1 / 3, "c": 1 / 2, "d": 1})
+    assert m.mrr_ood.to_dict() == pytest.approx({"a": 1 / 4, "b": 1 / 3, "c": 1 / 2, "d": 1})
     # learned runs: c's and d's only runs have not learned (their cells are absent); at 64 a 0.5 (1),
     # b 0.3 (2); at 32 a and b both 1.0 (tied, rank 1)
-    assert m.mrr_ood.loc[["a", "b"]].tolist() == pytest.approx([1, 1 / 2]) and m.mrr_ood[["c", "d"]].isna().all()
-    assert m.mrr_all.loc[["a", "b"]].tolist() == pytest.approx([1, (1 + 1 / 2) / 2])
-    assert (m.cells_ood["c"], m.cells_all["c"]) == (0, 0)
-    # sorted by the learned runs' MRR; the schemes without one after, by the MRR over every run
-    assert list(r["mrr"].scheme) == ["a", "b", "d", "c"]
-    assert r["verdict"]["verdict"].startswith("a ranks first by MRR beyond the training length")
-    assert "ahead of b" in r["verdict"]["verdict"] and "3 of 6 runs have not learned their task" in r["verdict"]["verdict"]
+    assert m.mrr_ood_learned.loc[["a", "b"]].tolist() == pytest.approx([1, 1 / 2])
+    assert m.mrr_ood_learned[["c", "d"]].isna().all()
+    assert m.mrr_all_learned.loc[["a", "b"]].tolist() == pytest.approx([1, (1 + 1 / 2) / 2])
+    assert (m.cells_ood["c"], m.cells_all["c"]) == (1, 2)  # c ranks in every cell it has
+    assert m.learned.to_dict() == {"a": "2 of 2", "b": "1 of 2", "c": "0 of 1", "d": "0 of 1"}
+    assert list(r["mrr"].scheme) == ["d", "c", "b", "a"]  # by the MRR over every run
+    said = r["verdict"]["verdict"]
+    assert said.startswith("d ranks first by MRR beyond the training length") and "ahead of c" in said
+    assert "Over the learned runs only, a would rank first (1.00" in said
+    assert "3 of 6 runs have not learned their task; they are ranked as they scored" in said
     shown = mrr_display(r["mrr"]).set_index("scheme")
-    assert shown.loc["c", "MRR (OOD)"] == "-" and shown.loc["c", "MRR (OOD), every run"].startswith("0.50 [")
-    assert shown.loc["a", "MRR (OOD), every run"].startswith("0.25 [")
-    # the task's table still holds every run, with the mark
-    assert "c (1 of 1 not learned)" in boards.pivot(r["board"], "copy").index
+    assert shown.loc["c", "MRR (OOD), learned runs"] == "-" and shown.loc["c", "MRR (OOD)"].startswith("0.50")
+    assert shown.loc["a", "MRR (OOD)"].startswith("0.25") and shown.loc["b", "runs learned"] == "1 of 2"
+    # the task's table holds every run, with the mark and the count of runs learned
+    table = boards.pivot(r["board"], "copy")
+    assert "c (1 of 1 not learned)" in table.index and table.loc["c (1 of 1 not learned)", "runs learned"] == "0 of 1"
 
 
 def test_where_every_run_has_learned_both_mrrs_agree(tmp_path, criterion_metrics):  # noqa: F811
@@ -129,15 +134,16 @@ def test_where_every_run_has_learned_both_mrrs_agree(tmp_path, criterion_metrics
     m = r["mrr"]
     for name in ("mrr_ood", "mrr_all"):
         for end in ("", "_low", "_high"):
-            assert m[name + end].tolist() == m[f"{name}_every_run{end}"].tolist()
-    assert "left out" not in r["verdict"]["verdict"]
+            assert m[name + end].tolist() == m[f"{name}_learned{end}"].tolist()
+    assert "not learned" not in r["verdict"]["verdict"] and "learned runs only" not in r["verdict"]["verdict"]
 
 
-def test_a_board_whose_runs_never_learned_ranks_nothing_and_says_why(tmp_path, criterion_metrics):  # noqa: F811
+def test_a_board_whose_runs_never_learned_is_ranked_all_the_same(tmp_path, criterion_metrics):  # noqa: F811
     never = [(*run[:5], 0.1, None) for run in MRR_RUNS]
     r = render.build(_load(tmp_path, never), "cr")
-    assert r["verdict"]["verdict"] == ("No two schemes have learned runs in a cell they share: nothing is ranked over learned "
-                            "runs. The MRR ranks learned runs only: 6 of 6 runs have not learned their task and are "
-                            "left out of it (the MRR over every run stands beside it).")
-    assert r["mrr"].mrr_ood.isna().all() and r["mrr"].mrr_ood_every_run.notna().all()
-    assert list(r["mrr"].scheme) == ["d", "c", "b", "a"]  # by the MRR over every run
+    assert r["verdict"]["verdict"].startswith("d ranks first by MRR beyond the training length")
+    assert r["verdict"]["verdict"].endswith(
+        " 6 of 6 runs have not learned their task; they are ranked as they scored, since failing to learn is a "
+        "result (the MRR over learned runs only stands beside it).")
+    assert r["mrr"].mrr_ood_learned.isna().all() and r["mrr"].mrr_ood.notna().all()
+    assert list(r["mrr"].scheme) == ["d", "c", "b", "a"]

@@ -35,12 +35,13 @@ def _write(tmp_path, steps_values):
 
 
 def test_two_step_counts_of_one_scheme_print_two_rows(tmp_path, capsys):
+    """Two rows, in the order of the report's MRR over every run (steps=20 scores higher: first)."""
     folder = _write(tmp_path, [(10, 0.1), (20, 0.5)])
     assert main([str(folder)]) == 0
     out = capsys.readouterr().out
     lines = [line.split() for line in out.splitlines()[2:]]
-    assert [(line[0], line[1]) for line in lines] == [("alibi", "steps=10"), ("alibi", "steps=20")]
-    assert [float(line[5]) for line in lines] == [0.15, 0.55]  # mean over the two seeds
+    assert [(line[0], line[1]) for line in lines] == [("alibi", "steps=20"), ("alibi", "steps=10")]
+    assert [float(line[5]) for line in lines] == [0.55, 0.15]  # mean over the two seeds
     assert [line[8] for line in lines] == ["n=2", "n=2"]  # seeds with a value
 
 
@@ -51,8 +52,8 @@ def test_a_cell_names_its_runs_the_not_learned_and_a_single_seed(tmp_path, capsy
     assert main([str(folder)]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()[2:]
-    assert lines[0].split()[5:] == ["0.1500", "[0.0000,", "0.7853]", "n=2", "2", "of", "2", "ok"]
-    assert lines[1].split()[5:] == ["0.9500", "(n=1)", "n=1", "ok"]
+    assert lines[1].split()[5:] == ["0.1500", "[0.0000,", "0.7853]", "n=2", "2", "of", "2", "ok"]
+    assert lines[0].split()[5:] == ["0.9500", "(n=1)", "n=1", "ok"]
     assert "nan" not in out
 
 
@@ -83,9 +84,9 @@ def test_csv_and_json_write_the_table_the_terminal_shows(tmp_path, capsys):
     with pytest.warns(UserWarning):
         expected = summary_table(store.load(folder))
     pd.testing.assert_frame_equal(csv, expected, check_dtype=False)
-    assert [r["scheme"] for r in records] == ["alibi steps=10", "alibi steps=20"]
-    assert [(r["mean"], r["n_seeds"], r["not_learned"], r["runs"]) for r in records] == [(0.15, 2, 2, 2), (0.95, 1, 0, 1)]
-    assert records[1]["ci_low"] is None and math.isnan(csv.ci_low[1])  # one seed: no interval, null in JSON
+    assert [r["scheme"] for r in records] == ["alibi steps=20", "alibi steps=10"]  # the MRR's order
+    assert [(r["mean"], r["n_seeds"], r["not_learned"], r["runs"]) for r in records] == [(0.95, 1, 0, 1), (0.15, 2, 2, 2)]
+    assert records[0]["ci_low"] is None and math.isnan(csv.ci_low[0])  # one seed: no interval, null in JSON
 
 
 def test_csv_and_json_are_one_choice(tmp_path, capsys):

@@ -121,17 +121,25 @@ def test_the_published_sweeps_have_three_seeds_and_the_kazemnejad_protocol():
         cfg = _sweep_cfg(name)
         assert len(cfg.hydra.sweeper.params.seed.split(",")) >= 3
         assert cfg.train.min_len == 4 and cfg.train.seq_len == 32
-        assert list(cfg.eval.multiples)[:4] == [1, 1.25, 1.5, 2] and cfg.eval.n_examples >= 100
+    default, kz = _sweep_cfg("default"), _sweep_cfg("kz")
+    assert list(default.eval.multiples)[:4] == [1, 1.25, 1.5, 2] and default.eval.n_examples >= 100
+    # kz: their test set, every length L+1 .. 2L with equal example counts, and L itself; as many
+    # examples per task as the default six-length grid, near enough
+    assert list(kz.eval.multiples) == [1] + [(32 + k) / 32 for k in range(1, 33)]
+    assert abs(len(kz.eval.multiples) * kz.eval.n_examples - 6 * 100) <= 10
 
 
-def test_kz_sweep_configures_rope_and_the_position_table_as_the_study_did():
+def test_kz_sweep_configures_rope_and_ape_as_the_study_did():
+    """Their RoPE (25 % of each head's dimensions, interleaved pairs) and their "APE", sinusoidal
+    absolute positions, not a learned table."""
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         rope = build(compose("config", overrides=["+sweep=kz", "+arch=rope_kz", "task=reverse"]))
-        learned = build(compose("config", overrides=["+sweep=kz", "+arch=learned", "task=copy_repeat"]))
     cfg = rope.model.layers[0].position_cfg
     assert (cfg.fraction, cfg.layout) == (0.25, "interleaved")
-    assert learned.model.layers[0].position_cfg.max_positions == 8 * 32  # the longest test length
     assert dict(rope.tasks[0].params)["eos"] is True and dict(rope.tasks[0].params)["distinct"] is False
+    arms = _sweep_cfg("kz").hydra.sweeper.params["+arch"].split(",")
+    assert "sinusoidal" in arms and "learned" not in arms
+    assert {spec.model.layers[0].position for _, spec in _built_jobs("kz")} == {"nope", "t5", "alibi", "rope", "sinusoidal"}
 
 
 def test_gpu_sweep_uses_the_gpu_recipe_and_base_model():

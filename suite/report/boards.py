@@ -37,6 +37,10 @@ SPLIT = "split"  # the slice field naming an evaluation split: a distribution th
 EMPTY = "-"  # a cell with no score because the scheme cannot represent the length, or a length never reached
 BOARD_CSV = ["scheme", "task", "eval_len", "metric", "mean", "ci_low", "ci_high", "std", "n_seeds", "status", "not_learned"]
 MODEL_COLUMNS = ("model", "n_layers", "d_model", "n_heads")  # what a model setting is: its name and its size
+SETTING_COLUMNS = ("train_len", "model")  # what a setting is: a training length and a model (by name and size)
+_PARTS = (("train_len", "L={}"), ("model", "{}"), ("n_layers", "{} layers"), ("d_model", "d_model {}"),
+          ("n_heads", "{} heads"))  # how a setting names each column that varies
+SETTING_KEYS = ("setting", "setting_at", "name")  # what ``primary`` says of a row's setting, carried into its cell
 # what a board built without the metric's declaration holds: a share, where higher is better
 UNDECLARED = {"metric": "", "higher_is_better": True, "low": 0.0, "high": 1.0, "share": True}
 
@@ -76,9 +80,15 @@ def config_key(df: pd.DataFrame) -> pd.Series:
 
 def primary(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
     """Overall rows of each task's headline metric (or of ``metric`` for every task), with
-    ``config``, ``scheme`` and ``learned`` columns; cells that are not ``ok`` keep their status and
-    a NaN value. ``learned``: whether the row's run has learned its task (``learned``, judged by the
-    run's check score where ``df`` holds one, else by these rows at the training length).
+    ``config``, ``scheme``, ``setting``, ``setting_at``, ``name`` and ``learned`` columns; cells that
+    are not ``ok`` keep their status and a NaN value. ``learned``: whether the row's run has learned
+    its task (``learned``, judged by the run's check score where ``df`` holds one, else by these
+    rows at the training length).
+
+    ``setting``: the row's setting on a board that runs one task under several training lengths or
+    models (``setting_labels``; '' on any other board), ``setting_at`` its place in their order, and
+    ``name`` the scheme's label among the runs of its setting alone ('alibi'), where ``scheme`` tells
+    every configuration of the board apart ('alibi train_len=64 ...'). Rankings never pool settings.
 
     Rows with a ``source`` (runs placed beside the sweep's, ``python -m suite.report --beside``) form
     cells of their own, labelled 'rope [path]'. A scheme label that covers more than one configuration on one task is split on every task, each
@@ -92,11 +102,24 @@ def primary(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
     if d.empty:
         return d.assign(scheme=pd.Series(dtype=str), config=pd.Series(dtype=str))
     d["config"] = config_key(d)
-    base = d.apply(scheme_label, axis=1)
     if "source" in d and d.source.notna().any():  # runs placed beside the sweep's own: cells of their own
         other = d.source.notna()
         d.loc[other, "config"] = d.config[other] + "@" + d.source[other].astype(str)
-        base = base.where(~other, base + " [" + d.source.astype(str) + "]")
+    d["scheme"] = scheme_labels(d)
+    d["setting"], order = setting_labels(d)
+    d["setting_at"] = d.setting.map({s: i for i, s in enumerate(order)}).fillna(0).astype(int)
+    d["name"] = d.scheme if len(order) < 2 else pd.concat([scheme_labels(g) for _, g in d.groupby("setting")])
+    d.loc[d.status != "ok", "value"] = float("nan")
+    return d.join(learned(d, check_rows(df)).rename("learned"), on=["run_id", "task"])
+
+
+def scheme_labels(d: pd.DataFrame) -> pd.Series:
+    """Each headline row's scheme label (``scheme_label``; 'rope [path]' for a row with a ``source``),
+    a label that covers several configurations (``config``) on one task split on every task by the
+    settings that differ (``labels.split_labels``)."""
+    base = d.apply(scheme_label, axis=1)
+    if "source" in d and d.source.notna().any():
+        base = base.where(d.source.isna(), base + " [" + d.source.astype(str) + "]")
     # a scheme name ('alibi', or the pattern) covering several configurations on a task splits all of
     # them, 'alibi steps=100' and 'alibi swa w=16 steps=1750', not only those sharing a whole label
     family = d.positions.where(d.pattern == "uniform", d.pattern).astype(str)
@@ -112,9 +135,7 @@ def primary(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
                  for c, s in (rows.groupby("config").spec.first().items() if "spec" in rows else [])}
         named = base[rows.index].groupby(rows.config).first().to_dict()
         suffix[rows.index] = rows.config.map(labels.split_labels(groups, specs, named))
-    d["scheme"] = base.where(~split | (suffix == ""), base + " " + suffix)
-    d.loc[d.status != "ok", "value"] = float("nan")
-    return d.join(learned(d, check_rows(df)).rename("learned"), on=["run_id", "task"])
+    return base.where(~split | (suffix == ""), base + " " + suffix)
 
 
 def _cell(g: pd.DataFrame) -> pd.Series:
@@ -136,6 +157,7 @@ def _cell(g: pd.DataFrame) -> pd.Series:
         "mean": v.mean() if n else math.nan, "std": v.std() if n > 1 else (0.0 if n else math.nan),
         "n": n, "ci_low": low, "ci_high": high,
         "status": "ok" if (g.status == "ok").any() else g.status.mode().iloc[0],
+        **{key: first[key] for key in SETTING_KEYS if key in g},
     })
 
 
@@ -149,9 +171,9 @@ def board_of(d: pd.DataFrame) -> pd.DataFrame:
     stored declaration, ``train_len, config, status, not_learned, runs`` from ``primary`` rows: n
     is the number of seeds with a value, the interval is ``stats.t_interval`` over seeds
     (``stats.wilson_interval`` over the run's examples when one seed has a value), status is ``ok``
-    or why the cell is empty."""
+    or why the cell is empty; with the rows' setting (``SETTING_KEYS``) where they say it."""
     cols = ["scheme", "task", "eval_len", "mean", "std", "n", "ci_low", "ci_high", "metric", *DECLARED, "train_len",
-            "config", "status", "not_learned", "runs"]
+            "config", "status", "not_learned", "runs", *(key for key in SETTING_KEYS if key in d)]
     if d.empty:
         return pd.DataFrame(columns=cols)
     out = d.groupby(["scheme", "task", "eval_len"], sort=True).apply(_cell, include_groups=False).reset_index()
@@ -196,10 +218,12 @@ def split_boards(df: pd.DataFrame, metric: str | None = None,
 
 
 def first_ood(board: pd.DataFrame) -> pd.DataFrame:
-    """The board's cells at each task's first eval length beyond training (smallest len_ratio > 1)."""
+    """The board's cells at each task's first eval length beyond training (smallest len_ratio > 1),
+    in each setting apart where the board has several."""
     b = board.assign(len_ratio=board.eval_len / board.train_len)
     beyond = b[b.len_ratio > 1]
-    return beyond[beyond.len_ratio == beyond.groupby("task").len_ratio.transform("min")]
+    keys = [beyond.setting, beyond.task] if "setting" in beyond else [beyond.task]
+    return beyond[beyond.len_ratio == beyond.groupby(keys).len_ratio.transform("min")]
 
 
 def cell_text(mean: float, low: float, high: float, n: int, digits: int = 2) -> str:
@@ -238,7 +262,10 @@ def pivot(board: pd.DataFrame, task: str) -> pd.DataFrame:
     """Scheme x eval length for one task, one header row: 'mean [ci_low, ci_high]' ('mean (n=1)'
     for a cell without an interval, ``cell_text``), '-' where the
     scheme cannot represent the length (unsupported), else why the cell is empty (diverged).
-    Rows best first (``scheme_order``); columns named '64 (2x)'."""
+    Rows best first (``scheme_order``; setting by setting where the board has several); columns
+    named '64 (2x)' ('64' where the task's runs train at several lengths), then 'runs learned':
+    how many of each row's runs have learned the task ('2 of 3'; the mark '(1 of 3 not learned)'
+    beside the scheme says the same where some have not)."""
     b = board[board.task == task]
 
     def cell(r):
@@ -247,11 +274,16 @@ def pivot(board: pd.DataFrame, task: str) -> pd.DataFrame:
         return cell_text(r["mean"], r["ci_low"], r["ci_high"], r["n"])
 
     t = b.assign(cell=b.apply(cell, axis=1)).pivot(index="scheme", columns="eval_len", values="cell")
-    train_len = b.train_len.iloc[0] if len(b) else 1
-    t = t.loc[scheme_order(b)]
-    t.columns = [length_header(c, train_len) for c in t.columns]
+    order = scheme_order(b)
+    if "setting_at" in b:  # each setting's schemes together, in the settings' order
+        at = b.groupby("scheme").setting_at.first()
+        order = sorted(order, key=lambda s: at[s])
+    t = t.loc[order].fillna(EMPTY)  # a length a setting never evaluated
+    one_length = b.train_len.nunique() <= 1
+    t.columns = [length_header(c, b.train_len.iloc[0]) if one_length else f"{int(c)}" for c in t.columns]
     if "not_learned" in b:
         marks = b.drop_duplicates("scheme").set_index("scheme")
+        t["runs learned"] = [f"{marks.runs[s] - marks.not_learned[s]} of {marks.runs[s]}" for s in t.index]
         t.index = [s + learned_mark(marks.not_learned[s], marks.runs[s]) for s in t.index]
     t.index.name = "scheme"
     return t
@@ -273,3 +305,44 @@ def setting_values(df: pd.DataFrame, column: str) -> pd.Series:
     """Each row's value of the setting ``column`` as text: the model by name and size for "model"
     (``model_labels``), else the column's value ("None": no window)."""
     return model_labels(df) if column == "model" else df[column].map(str)
+
+
+def _within_a_task(values: pd.Series, df: pd.DataFrame) -> bool:
+    """Whether ``values`` (one per row of ``df``) take more than one value on some task."""
+    return "task" in df and bool((values.astype(str).groupby(df.task.astype(str)).nunique() > 1).any())
+
+
+def varied(df: pd.DataFrame) -> list[str]:
+    """The setting columns (training length, model) that take more than one value on some task of
+    this board: a task run under two training lengths or two models. A length chosen per task
+    family (the flagship's text at 64 bytes, the rest at 32 tokens) varies across tasks only: no
+    task meets two settings, and it is no setting."""
+    return [c for c in SETTING_COLUMNS if c in df and _within_a_task(setting_values(df, c), df)]
+
+
+def setting_labels(df: pd.DataFrame) -> tuple[pd.Series, list[str]]:
+    """(each row's setting, the settings in order): of training length, model name, layers, width
+    and heads, those that vary on some task (``varied``), joined by ' · ' ('L=32', 'd_model 64 · 4
+    heads', 'L=64 · small'); ordered by training length, then model size, then name. A board on
+    which no task meets two settings has one, '' (and no order)."""
+    if not varied(df):
+        return pd.Series("", index=df.index), []
+    parts = []
+    for column, text in _PARTS:
+        if column in df and _within_a_task(df[column], df):
+            values = df[column].map(lambda v: str(int(v)) if isinstance(v, (int, float)) and pd.notna(v) else str(v))
+            parts.append(values.map(text.format))
+    label = parts[0]
+    for more in parts[1:]:
+        label = label + " · " + more
+    key = df.reindex(columns=["train_len", "d_model", "n_heads", "n_layers"]).apply(pd.to_numeric, errors="coerce")
+    key = key.assign(label=label).sort_values(["train_len", "d_model", "n_heads", "n_layers", "label"])
+    return label, list(dict.fromkeys(key.label))
+
+
+def settings_in_order(board: pd.DataFrame) -> list[str]:
+    """The settings of a board (or of ``primary`` rows) in their order (``setting_labels``); [] on a
+    board of one setting."""
+    if "setting" not in board or board.setting.nunique() < 2:
+        return []
+    return list(board.drop_duplicates("setting").sort_values("setting_at").setting)

@@ -1,9 +1,12 @@
 """What every section of a report may read, computed once from the store's rows: the headline
-rows, the board built from them, the split boards, the MRR, each scheme's look in the plots, and
-the counts and warnings more than one section (or the report command) states.
+rows, the board built from them, the split boards, the MRR, the stability of the ranking across
+settings, each scheme's look in the plots, and the counts and warnings more than one section (or
+the report command) states.
 
-The board's tables hold every run; the MRR, and the verdict that reads it, are over the learned
-runs (``ranking.mrr_learned``), with the MRR over every run beside it.
+The board's tables and the headline MRR (``ranking.mrr_every``, which the verdict reads) hold every
+run, learned or not, with the MRR over the learned runs beside it. On a board that runs a task
+under several training lengths or models, each setting is ranked apart (``boards.setting_labels``)
+and ``stability`` says whether the settings' rankings agree (``suite.report.stability``).
 """
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from typing import Optional
 
 import pandas as pd
 
-from suite.report import boards, ranking
+from suite.report import boards, ranking, stability as holds
 from suite.report.choices import EFFECTIVE_AT
 from suite.report.code_status import stale_code_warning
 from suite.report.styles import Style, style_map
@@ -30,8 +33,10 @@ class Context:
     rows: pd.DataFrame  # ``boards.primary`` of ``df``
     board: pd.DataFrame  # ``boards.board_of(rows)``: every run
     splits: dict  # {(task, split): board} (``boards.split_boards``)
-    mrr: pd.DataFrame  # ``ranking.mrr_learned``, best first
+    setting_order: list[str]  # the settings ranked apart, in order (``boards.settings_in_order``); [] for one
+    mrr: pd.DataFrame  # ``ranking.mrr_every``: every run, setting by setting, best first
     mrr_marks: dict  # {scheme: 'copy 1 of 5, vt 2 of 5'}: where some of its runs did not learn
+    stability: Optional[dict]  # ``stability.build`` of ``rows``: None on a board of one setting
     styles: dict[str, Style]  # each scheme's colour and marker, the same in every plot
     tasks: list[str]
     runs: int  # the board's runs, counted per task
@@ -49,7 +54,9 @@ def build(df: pd.DataFrame, sweep: str, tie: str = "min", threshold: float = EFF
     per_task = board.drop_duplicates(["scheme", "task"])
     return Context(
         df=df, sweep=sweep, tie=tie, threshold=threshold, metric=metric, source=source, coverage=coverage,
-        rows=rows, board=board, splits=splits, mrr=ranking.mrr_learned(board, rows, tie), mrr_marks=marks(board),
+        rows=rows, board=board, splits=splits, setting_order=boards.settings_in_order(rows),
+        mrr=ranking.mrr_every(board, rows, tie), mrr_marks=marks(board),
+        stability=holds.build(rows, tie),
         styles=style_map([*board.scheme, *(s for b in splits.values() for s in b.scheme)]),
         tasks=sorted(board.task.unique()), runs=int(per_task.runs.sum()),
         not_learned=int(per_task.not_learned.sum()), warning=stale_code_warning(df))

@@ -1,6 +1,7 @@
 """``posbench summary <folder>`` (``python -m suite.report.summary``): the report's leaderboard in
 the terminal, the cells of ``leaderboard.csv``: one row per configuration (``config_hash``),
-labelled as the report labels it, task and eval length, on each task's headline metric, with the
+labelled as the report labels it, task and eval length, schemes in the order of the report's
+headline MRR over every run (``ranking.in_order``), on each task's headline metric, with the
 mean over seeds and its 95 % interval ('5.71 (n=1)' for a cell without one), the number of runs
 behind it (n=5) and how many of them have not learned the task (the mark the report's tables
 carry: a run trained to criterion by its check score, any other by its score at the training length,
@@ -18,12 +19,12 @@ from suite.commandline import command, parser
 
 
 def summary_table(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
-    """The leaderboard cells as ``leaderboard.csv`` holds them (``boards.BOARD_CSV``, 4 decimals),
-    with ``runs``: how many runs stand behind the cell's scheme on its task (``not_learned`` of them
-    have not learned it)."""
-    from suite.report import boards
+    """The leaderboard cells as ``leaderboard.csv`` holds them (``boards.BOARD_CSV``, 4 decimals, in
+    the headline MRR's order, ``ranking.in_order``), with ``runs``: how many runs stand behind the
+    cell's scheme on its task (``not_learned`` of them have not learned it)."""
+    from suite.report import boards, ranking
 
-    board = boards.leaderboard(df, metric).rename(columns={"n": "n_seeds"})
+    board = ranking.in_order(boards.leaderboard(df, metric)).rename(columns={"n": "n_seeds"})
     return board[[*boards.BOARD_CSV, "runs"]].round(4).reset_index(drop=True)
 
 

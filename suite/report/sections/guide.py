@@ -1,10 +1,12 @@
 """How to read the tables: what a cell is and how its interval is computed, what an empty cell
-means, how rows are ordered, and the metric each task is scored by."""
+means, how rows are ordered, and the metric each task is scored by with the margin below which two
+of its means tie (``suite.data.metrics.Metric.tie_margin``, read by the MRR and the power section)."""
 from __future__ import annotations
 
 import pandas as pd
 
 from suite.report.blocks import Heading, Paragraph, Table
+from suite.report.boards import metric_of
 from suite.report.sections.base import Section
 
 
@@ -12,7 +14,7 @@ class Guide(Section):
     name, order = "guide", 30
 
     def build(self, ctx):
-        return headline_metrics(ctx.df, ctx.metric)
+        return with_margins(headline_metrics(ctx.df, ctx.metric), ctx.board)
 
     def blocks(self, built, ctx):
         return [Heading("How to read the tables"), Paragraph(text(ctx.metric, ctx.threshold)),
@@ -29,6 +31,15 @@ def headline_metrics(df: pd.DataFrame, metric: str | None = None) -> pd.DataFram
     return pd.DataFrame({"task": tasks, "metric": [stored.get(t, "none stored") for t in tasks]})
 
 
+def with_margins(metrics: pd.DataFrame, board: pd.DataFrame) -> pd.DataFrame:
+    """``headline_metrics`` with each task's ``tie margin``: two means of its metric closer than this
+    are tied, in the MRR and in the power section (the margin of the metric its board rows declare,
+    ``boards.metric_of``; '-' for a task the board does not rank)."""
+    first = board.drop_duplicates("task").set_index("task")
+    margins = {task: f"{metric_of(row).tie_margin:g}" for task, row in first.iterrows()}
+    return metrics.assign(**{"tie margin": [margins.get(t, "-") for t in metrics.task]})
+
+
 def text(metric: str | None, threshold: float) -> str:
     """The reading guide of a board scored by ``metric`` (None: each task's headline metric), whose
     effective lengths read the threshold ``threshold``."""
@@ -43,6 +54,8 @@ def text(metric: str | None, threshold: float) -> str:
             f"share of examples (none otherwise). Intervals are clipped to the metric's range ([0, 1] for a "
             f"share, [0, inf) for a loss). A cell without a score reads '-' where the scheme cannot represent "
             f"the length (unsupported), else why (diverged). Rows: best mean score first, lowest first for a "
-            f"metric where lower is better (loss); the MRR ranks the same way. Effective length (metrics "
+            f"metric where lower is better (loss); the MRR ranks the same way. Tie margin: two means of a metric "
+            f"closer than its margin are tied, in the MRR and in the power section; each metric declares its own, "
+            f"on its own scale (0.01 for a share or an accuracy, 0.02 bits for bits per byte). Effective length (metrics "
             f"where higher is better): the longest eval length up to which the mean stays at or above "
             f"{threshold:.2f} ('-': never).")

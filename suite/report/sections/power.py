@@ -2,7 +2,8 @@
 the worst scheme at the first length beyond training, the half-width of the cells' 95 % intervals
 there, the cells in which every scheme ties (best minus worst below the metric's tie margin, the
 MRR's rule, ``suite.data.metrics.Metric.tie_margin``), and the runs that have not learned the
-task. power.csv holds the table."""
+task; on a board ranked setting by setting, each (setting, task) apart, as the MRR ranks them.
+power.csv holds the table."""
 from __future__ import annotations
 
 import math
@@ -12,10 +13,10 @@ import pandas as pd
 from suite.report.blocks import Heading, Paragraph, Table
 from suite.report.boards import first_ood, metric_of
 from suite.report.sections.base import Section
-from suite.data.metrics import LEARNED_AT, TIED_BELOW
+from suite.data.metrics import LEARNED_AT
 
-POWER_COLUMNS = ["task", "metric", "first_ood_len", "spread", "median_half_width", "max_half_width", "tied_cells",
-                 "cells", "tied_share", "not_learned", "runs"]
+POWER_COLUMNS = ["task", "metric", "tie_margin", "first_ood_len", "spread", "median_half_width", "max_half_width",
+                 "tied_cells", "cells", "tied_share", "not_learned", "runs"]
 
 
 class Power(Section):
@@ -35,25 +36,28 @@ class Power(Section):
 
 
 def power(board: pd.DataFrame, tied_below: float | None = None) -> pd.DataFrame:
-    """Per task: ``spread``, best minus worst scheme mean at the first eval length beyond training
-    (smallest len_ratio > 1), and ``tied_cells`` of ``cells``, the eval lengths where best minus
-    worst scheme mean is below ``tied_below`` (cells with at least two scheme means count); by
-    default the tie margin of the metric the task's rows declare (``boards.metric_of``)."""
+    """Per task (per setting and task on a board ranked setting by setting, with a ``setting``
+    column first): ``spread``, best minus worst scheme mean at the first eval length beyond
+    training (smallest len_ratio > 1), and ``tied_cells`` of ``cells``, the eval lengths where best
+    minus worst scheme mean is below ``tied_below`` (cells with at least two scheme means count); by
+    default the tie margin of the metric the task's rows declare (``boards.metric_of``), stated as
+    ``tie_margin``."""
+    several = "setting" in board and board.setting.nunique() > 1
+    b = board.assign(len_ratio=board.eval_len / board.train_len, _setting=board.setting if several else "")
     rows = []
-    b = board.assign(len_ratio=board.eval_len / board.train_len)
 
     def gap(means):
         return means.max() - means.min() if means.count() >= 2 else math.nan
 
     firsts = first_ood(board)
-    for task, g in b.groupby("task", sort=True):
-        first = firsts[firsts.task == task]
+    for (setting, task), g in b.groupby(["_setting", "task"], sort=True):
+        first = firsts[(firsts.task == task) & ((firsts.setting == setting) if several else True)]
         gaps = g.groupby("eval_len")["mean"].agg(gap).dropna()
         margin = metric_of(g.iloc[0]).tie_margin if tied_below is None else tied_below
         tied = int((gaps < margin).sum())
         half = half_widths(first)
         per_scheme = g.drop_duplicates("scheme")
-        rows.append({"task": task, "metric": g.metric.iloc[0],
+        rows.append({"setting": setting, "task": task, "metric": g.metric.iloc[0], "tie_margin": margin,
                      "first_ood_len": int(first.eval_len.min()) if len(first) else None,
                      "spread": gap(first["mean"]) if len(first) else math.nan,
                      "median_half_width": half.median() if len(half) else math.nan,
@@ -61,7 +65,16 @@ def power(board: pd.DataFrame, tied_below: float | None = None) -> pd.DataFrame:
                      "tied_cells": tied, "cells": len(gaps), "tied_share": tied / len(gaps) if len(gaps) else math.nan,
                      "not_learned": int(per_scheme.not_learned.sum()) if "not_learned" in g else 0,
                      "runs": int(per_scheme.runs.sum()) if "runs" in g else 0})
-    return pd.DataFrame(rows, columns=POWER_COLUMNS)
+    out = pd.DataFrame(rows, columns=["setting", *POWER_COLUMNS])
+    if several:
+        return out.sort_values(["setting", "task"], key=_in_order(board), ignore_index=True)
+    return out.drop(columns="setting").sort_values("task", ignore_index=True)
+
+
+def _in_order(board: pd.DataFrame):
+    """A sort key that orders a ``setting`` column as the board orders its settings."""
+    at = board.groupby("setting").setting_at.first()
+    return lambda column: column.map(at) if column.name == "setting" else column
 
 
 def half_widths(cells: pd.DataFrame) -> pd.Series:
@@ -85,9 +98,9 @@ def tied_share(power_table: pd.DataFrame) -> float:
 def text(r: dict) -> str:
     """What the power table holds, with the figures over every task: ``r``, the section's build."""
     return (f"Spread: best minus worst scheme mean at the first eval length beyond training (smallest "
-            f"len_ratio > 1). Tied cells: eval lengths where best minus worst scheme mean is below "
-            f"{TIED_BELOW}, the MRR's tie margin, so every scheme there shares rank 1 (cells with at "
-            f"least two scheme means). Overall, "
+            f"len_ratio > 1). Tied cells: eval lengths where best minus worst scheme mean is below the tie "
+            f"margin of the task's metric (tie_margin: declared with the metric, the MRR's margin), so every scheme "
+            f"there shares rank 1 (cells with at least two scheme means). Overall, "
             f"{'no' if pd.isna(r['tied_share']) else format(r['tied_share'], '.0%')} of cells are tied "
             f"across all schemes. Half-width: half the width of a cell's 95 % interval at the first eval length "
             f"beyond training; over every such cell, the median is {_fmt_or_none(r['half_median'])} and the "

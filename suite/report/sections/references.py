@@ -8,6 +8,13 @@ so the report compares orderings: per mapped task, the published order against o
 over out-of-distribution lengths of the headline metric), and the published MRR order against
 our OOD MRR, with Kendall's tau (tau-b, which allows ties; Kendall 1945, "The treatment of ties
 in ranking problems") and the scheme pairs ordered oppositely.
+
+Two MRRs of our runs stand beside the published one: ours (``ranking.mrr``: cell means ranked
+per (task, eval length) cell, our tie margin) and the authors' own computation (``authors_mrr``:
+Kazemnejad et al. 2023, McGill-NLP/length-generalization, notebooks/plot_aggregate_final.ipynb,
+``compute_mean_reciprocal_rank`` and ``get_mrr_df``), which ranks each seed apart: per (seed, task)
+query, the schemes by that seed's accuracy pooled over the whole test split, ties broken by row
+order, and a scheme's MRR is the mean of its reciprocal ranks over all queries.
 """
 from __future__ import annotations
 
@@ -27,6 +34,7 @@ from suite.report.sections.base import Section
 
 REFERENCES = Path(__file__).parent.parent / "references"
 EMPTY = -1.0  # a scheme with no score ranks below every scheme with one, as in the MRR
+OURS, THEIRS = "MRR", "MRR, their computation"  # our MRR's row, and the authors' computation on our runs
 
 
 class References(Section):
@@ -36,13 +44,15 @@ class References(Section):
         ref = load(ctx.sweep)
         if not ref:
             return None
-        return {"reference": ref, "paper": paper_scores(ref), "ours": our_scores(ref, ctx.board),
-                "agreement": agreement(ref, ctx.board)}
+        ours = our_scores(ref, ctx.board, ctx.rows)
+        return {"reference": ref, "paper": paper_scores(ref), "ours": ours, "agreement": agreement(ref, ours),
+                "mrrs": side_by_side(paper_scores(ref), ours), "lengths": test_lengths(ref, ctx.board)}
 
     def blocks(self, built, ctx):
-        return [Heading("Published results"), *(Paragraph(t) for t in texts(built["reference"])),
+        return [Heading("Published results"), *(Paragraph(t) for t in texts(built["reference"], built["lengths"])),
                 Table(display(built["paper"], "published"), numparse=False),
                 Table(display(built["ours"], "ours"), numparse=False),
+                Table(display(built["mrrs"], "MRR"), numparse=False),
                 Table(built["agreement"], index=False, floatfmt=".2f")]
 
 
@@ -96,19 +106,54 @@ def test_cells(ref: dict, board: pd.DataFrame) -> pd.DataFrame:
     return board[(ratio > 1) & (ratio <= float(ref.get("max_ratio", math.inf)))]
 
 
-def our_scores(ref: dict, board: pd.DataFrame) -> pd.DataFrame:
+def test_lengths(ref: dict, board: pd.DataFrame) -> list[int]:
+    """Our eval lengths at their test lengths (``test_cells``), in tokens."""
+    return sorted({int(e) for e in test_cells(ref, board).eval_len})
+
+
+def our_scores(ref: dict, board: pd.DataFrame, rows: pd.DataFrame | None = None) -> pd.DataFrame:
     """Their layout (rows: their tasks and MRR; columns: their schemes) filled with our numbers at
     their test lengths (``test_cells``): each task's mean over those lengths of the cell means, and
-    the MRR over those cells (ranks within the cells, our tie rule); rows we did not run are left out."""
+    the MRR over those cells of the schemes they rank (ranks within the cells, our tie rule); with ``rows`` (the board's
+    ``primary`` rows), the authors' MRR computation on them too (``authors_mrr``, row ``THEIRS``);
+    rows we did not run are left out."""
     test = test_cells(ref, board)
-    rows = {}
+    out = {}
     for mine, theirs in ref["tasks"].items():
         t = test[test.task == mine]
         if not t.empty:
-            rows[theirs] = _ours(t.groupby("scheme")["mean"].mean(), ref["columns"])
-    if not test.empty:
-        rows["MRR"] = _ours(mrr(test).set_index("scheme").mrr_ood, ref["columns"])
-    return pd.DataFrame.from_dict(rows, orient="index").reindex(columns=list(ref["columns"].values()))
+            out[theirs] = _ours(t.groupby("scheme")["mean"].mean(), ref["columns"])
+    ranked = test[test.scheme.isin(list(ref["columns"]))]  # the schemes they rank, as they rank them
+    if not ranked.empty:
+        out[OURS] = _ours(mrr(ranked).set_index("scheme").mrr_ood, ref["columns"])
+    if rows is not None and not (theirs_mrr := authors_mrr(ref, rows)).empty:
+        out[THEIRS] = _ours(theirs_mrr, ref["columns"])
+    return pd.DataFrame.from_dict(out, orient="index").reindex(columns=list(ref["columns"].values()))
+
+
+def authors_mrr(ref: dict, rows: pd.DataFrame) -> pd.Series:
+    """Kazemnejad et al. 2023's own MRR (McGill-NLP/length-generalization,
+    notebooks/plot_aggregate_final.ipynb, ``compute_mean_reciprocal_rank`` and ``get_mrr_df``) of
+    our ``primary`` rows, by our scheme label: each (seed, task) is a query; in it the schemes of
+    ``ref["columns"]`` that have that seed are ranked by the seed's accuracy pooled over the whole
+    test split, the mean of the headline metric over every eval length beyond training up to
+    ``max_ratio`` x it (their builder draws equal example counts per length, and so does ours),
+    with ``rank(method="first", ascending=False)``: ties broken by row order, the order the
+    reference file lists the schemes in (their table's); a run without a score there has no rank
+    (pandas keeps NaN). A scheme's MRR is the mean of its reciprocal ranks over all queries."""
+    ratio = rows.eval_len / rows.train_len
+    test = rows[(ratio > 1) & (ratio <= float(ref.get("max_ratio", math.inf))) & rows.scheme.isin(list(ref["columns"]))
+                & rows.task.isin(list(ref["tasks"]))]
+    if test.empty:
+        return pd.Series(dtype=float)
+    pooled = test.groupby(["seed", "task", "scheme"]).value.mean()  # one accuracy per run over the test split
+    order = [s for s in ref["columns"] if s in set(test.scheme)]
+    reciprocal = []
+    for _, query in pooled.groupby(level=["seed", "task"], sort=True):
+        q = query.droplevel(["seed", "task"])
+        q = q.reindex([s for s in order if s in q.index])  # their rows, in their order: ties go to the earlier
+        reciprocal.append(1.0 / q.rank(method="first", ascending=False))
+    return pd.concat(reciprocal, axis=1).mean(axis=1)
 
 
 def paper_scores(ref: dict) -> pd.DataFrame:
@@ -117,16 +162,28 @@ def paper_scores(ref: dict) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index").reindex(columns=list(ref["columns"].values()))
 
 
-def agreement(ref: dict, board: pd.DataFrame) -> pd.DataFrame:
-    """Per row both tables share: ``row, paper order, our order, kendall tau, opposite pairs``."""
-    ours, paper = our_scores(ref, board), paper_scores(ref)
+def agreement(ref: dict, ours: pd.DataFrame) -> pd.DataFrame:
+    """Per row of ``ours`` (``our_scores``) the published table shares (both our MRRs against the
+    published MRR): ``row, paper order, our order, kendall tau, opposite pairs``."""
+    paper = paper_scores(ref)
     out = []
     for row in ours.index:
         mine = {k: v for k, v in ours.loc[row].items() if not pd.isna(v)}
-        c = compare(paper.loc[row].dropna().to_dict(), mine)
+        c = compare(paper.loc[OURS if row == THEIRS else row].dropna().to_dict(), mine)
         out.append({"row": row, "paper order": c["paper"], "our order": c["ours"], "kendall tau": c["tau"],
                     "opposite pairs": ", ".join(c["differ"]) or "none"})
     return pd.DataFrame(out, columns=["row", "paper order", "our order", "kendall tau", "opposite pairs"])
+
+
+def side_by_side(paper: pd.DataFrame, ours: pd.DataFrame) -> pd.DataFrame:
+    """The three MRRs, one row each: published (their runs), ours (cell means, our tie rule) and
+    the authors' computation on our runs; a row we cannot compute is left out."""
+    rows = {"published (their runs, their computation)": paper.loc[OURS]}
+    if OURS in ours.index:
+        rows["ours: cell means per (task, length), our tie margin"] = ours.loc[OURS]
+    if THEIRS in ours.index:
+        rows["theirs on our runs: per (seed, task), ties by row order"] = ours.loc[THEIRS]
+    return pd.DataFrame(rows).T
 
 
 def display(t: pd.DataFrame, whose: str) -> pd.DataFrame:
@@ -135,11 +192,25 @@ def display(t: pd.DataFrame, whose: str) -> pd.DataFrame:
     return shown.rename_axis(whose)
 
 
-def texts(ref: dict) -> list[str]:
-    """The section's paragraphs: the source, its setup, and what the tables below compare."""
+AUTHORS_TEXT = ("Three MRRs side by side: the published one; ours, from the same runs as the table above (each scheme's "
+                "cell means ranked in each (task, length) cell under our tie margin, over every run); and the authors' "
+                "own computation on our runs (Kazemnejad et al. 2023, McGill-NLP/length-generalization, "
+                "notebooks/plot_aggregate_final.ipynb: compute_mean_reciprocal_rank, get_mrr_df), which ranks each seed "
+                "apart: for every (seed, task) query it ranks the schemes by that seed's accuracy pooled over the whole "
+                "test split (the mean over the test lengths, each with as many examples), with ties broken by row order "
+                "(pandas rank method 'first', rows in the order of their table's columns), and a scheme's MRR is the "
+                "mean of its reciprocal ranks over all queries. Where the two computations on our runs disagree, the "
+                "computation, not the runs, makes the difference.")
+
+
+def texts(ref: dict, lengths: list[int] | None = None) -> list[str]:
+    """The section's paragraphs: the source, its setup, and what the tables below compare;
+    ``lengths``: our eval lengths at their test lengths (``test_lengths``)."""
+    at = f"; on this board {', '.join(map(str, lengths))} tokens" if lengths else ""
     return [f"Source: {ref['source']}", f"Their setup: {ref['context']}",
             f"Published: {ref['metric']}; then ours under their scheme names, at their test lengths (beyond "
-            f"training, up to {ref.get('max_ratio', 'the longest')} x the training length): the mean over those "
+            f"training, up to {ref.get('max_ratio', 'the longest')} x the training length{at}): the mean over those "
             f"lengths of our headline metric, and the MRR over those cells. The metrics differ, so compare orderings: "
             f"Kendall's tau between the published and our order of the schemes both report, and the pairs "
-            f"ordered oppositely (a tie on either side is no disagreement)."]
+            f"ordered oppositely (a tie on either side is no disagreement).",
+            AUTHORS_TEXT]

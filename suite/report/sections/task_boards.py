@@ -1,7 +1,7 @@
 """Each task's board: scheme x eval length, the mean over seeds with its 95 % interval, best
 scheme first, and its plot; then, for a task whose evaluation mixes splits drawn from different
 distributions (flip-flop's in_dist, sparse, dense), the board of each split alone.
-leaderboard.csv holds every cell, splits.csv every split's."""
+leaderboard.csv holds every cell (schemes in the headline MRR's order), splits.csv every split's."""
 from __future__ import annotations
 
 import re
@@ -10,6 +10,7 @@ import pandas as pd
 
 from suite.report.blocks import Heading, Image, Paragraph, Table
 from suite.report.boards import BOARD_CSV, pivot
+from suite.report.ranking import in_order
 from suite.report.plots import plot_task
 from suite.report.sections.base import Section
 
@@ -36,7 +37,8 @@ class TaskBoards(Section):
         return out
 
     def csvs(self, built, ctx):
-        out = {"leaderboard.csv": ctx.board.rename(columns={"n": "n_seeds"})[BOARD_CSV].round(4).to_csv(index=False)}
+        board = in_order(ctx.board, ctx.tie).rename(columns={"n": "n_seeds"})  # schemes as the headline MRR orders them
+        out = {"leaderboard.csv": board[BOARD_CSV].round(4).to_csv(index=False)}
         if ctx.splits:
             splits = pd.concat([b.rename(columns={"n": "n_seeds"})[BOARD_CSV].assign(split=split)
                                 for (_, split), b in ctx.splits.items()])

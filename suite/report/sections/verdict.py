@@ -1,6 +1,8 @@
 """The top of a board, computed from its data: the title, a one-sentence verdict (which scheme
-ranks first by MRR, and whether its interval separates it from the second; how many runs the MRR
-over learned runs leaves out), the setup a reader needs before the tables (model, training steps
+ranks first by the MRR over every run, and whether its interval separates it from the second; on
+a board that varies the training length or the model, that in each setting and whether the
+settings' orders agree; how many runs have not learned, and who leads over the learned runs alone
+where that differs), the setup a reader needs before the tables (model, training steps
 and the protocol, training length L, eval lengths, seeds, runs) and the summary heatmap. A board
 with fewer runs than its sweep declares, or with runs of other code, says so first.
 
@@ -16,8 +18,10 @@ import json
 import numpy as np
 import pandas as pd
 
+from suite.report import stats
 from suite.report.blocks import Alert, Heading, Image, Paragraph, Strong
 from suite.report.boards import first_ood
+from suite.report.ranking import BOOTSTRAP_REPS, LEARNED
 from suite.report.plots import Plot, plt, png
 from suite.report.sections.base import Section
 from suite.report.sections.steps import cap_steps
@@ -30,7 +34,7 @@ class Verdict(Section):
     name, order = "verdict", 10
 
     def build(self, ctx):
-        return {"verdict": headline(ctx.mrr, ctx.not_learned, ctx.runs), "setup": setup(ctx.df, ctx.rows),
+        return {"verdict": headline(ctx.mrr, ctx.not_learned, ctx.runs, ctx.stability), "setup": setup(ctx.df, ctx.rows),
                 "summary": not first_ood(ctx.board).empty}
 
     def blocks(self, built, ctx):
@@ -44,26 +48,57 @@ class Verdict(Section):
         return {"summary": plot_summary(ctx.board, list(ctx.mrr.scheme))} if built["summary"] else {}
 
 
-def headline(mrr: pd.DataFrame, not_learned: int, runs: int) -> str:
-    """``verdict`` of the learned runs' MRR (``ranking.mrr_learned``), saying how many of the
-    board's ``runs`` it leaves out (``not_learned``: those that have not learned their task)."""
-    left_out = _left_out(not_learned, runs)
-    if left_out and mrr[["mrr_ood", "mrr_all"]].isna().all().all():
-        return "No two schemes have learned runs in a cell they share: nothing is ranked over learned runs." + left_out
-    return verdict(mrr) + partial_leader(mrr) + left_out
+def headline(mrr: pd.DataFrame, not_learned: int, runs: int, stability: dict | None = None) -> str:
+    """The verdict of the MRR over every run (``ranking.mrr_every``): ``verdict`` of it, or on a board
+    ranked setting by setting, of each setting's and whether the settings agree (``by_setting``);
+    then who leads over the learned runs alone where that differs (``learned_leader``), and how
+    many of the board's ``runs`` have not learned their task (``not_learned``)."""
+    several = "setting" in mrr and mrr.setting.nunique() > 1
+    first = by_setting(mrr, stability) if several else verdict(mrr) + learned_leader(mrr)
+    return first + _not_learned(not_learned, runs)
 
 
-def _left_out(k: int, n: int) -> str:
-    """' The MRR ranks learned runs only: 6 of 120 runs have not learned their task ...', or '' when
-    every run has."""
+def _not_learned(k: int, n: int) -> str:
+    """' 6 of 120 runs have not learned their task; they are ranked as they scored ...', or '' when every run has."""
     if not k:
         return ""
-    return (f" The MRR ranks learned runs only: {k} of {n} runs have not learned their task and are left out of it "
-            f"(the MRR over every run stands beside it).")
+    return (f" {k} of {n} runs have not learned their task; they are ranked as they scored, since failing to learn "
+            f"is a result (the MRR over learned runs only stands beside it).")
 
 
 def _interval(row: pd.Series, name: str, digits: int = 2) -> str:
+    """'0.93 [0.88, 0.97]', as ``stats.interval_text`` writes it where the row says how discrete its bootstrap is."""
+    if f"{name}_distinct" in row and pd.notna(row[f"{name}_distinct"]):
+        return stats.interval_text(row[name], row[f"{name}_low"], row[f"{name}_high"], int(row[f"{name}_distinct"]),
+                                   int(row[f"{name}_modal"]), BOOTSTRAP_REPS, digits)
     return f"{row[name]:.{digits}f} [{row[f'{name}_low']:.{digits}f}, {row[f'{name}_high']:.{digits}f}]"
+
+
+def by_setting(mrr: pd.DataFrame, stability: dict | None) -> str:
+    """'Ranked within each of its 4 settings, never across them. In L=32: alibi ranks first ... In
+    L=64: ... Across settings: the ranking holds: ...' ``mrr``: ``ranking.mrr_every`` of a board
+    ranked setting by setting; ``stability``: ``suite.report.stability.build`` (None: its settings
+    share no task)."""
+    parts = [f"In {g.setting.iloc[0]}: {verdict(g.assign(scheme=g['name']))}"
+             for _, g in mrr.groupby("setting_at", sort=True)]
+    finding = stability["finding"] if stability else ""
+    across = (f"Across settings, on the tasks they share: {finding[:1].lower()}{finding[1:]}" if stability
+              else "The settings share no task: their orders are not compared.")
+    return f"Ranked within each of its {len(parts)} settings, never across them. " + " ".join(parts) + " " + across
+
+
+def learned_leader(mrr: pd.DataFrame) -> str:
+    """' Over the learned runs only, t5 would rank first (0.61 [0.55, 0.67]).' where the first
+    scheme by the OOD MRR over learned runs is another than over every run, else ''."""
+    every, learned = "mrr_ood", f"mrr_ood{LEARNED}"
+    if learned not in mrr or mrr[learned].isna().all() or mrr[every].isna().all():
+        return ""
+    lead = mrr.sort_values(every, ascending=False, kind="stable").iloc[0]
+    lead_learned = mrr.sort_values(learned, ascending=False, kind="stable").iloc[0]
+    if lead_learned.scheme == lead.scheme or lead_learned[learned] == mrr.loc[mrr.scheme == lead.scheme, learned].iloc[0]:
+        return ""
+    return (f" Over the learned runs only, {lead_learned.scheme} would rank first "
+            f"({_interval(lead_learned, learned)}): ranking survivors changes the leader.")
 
 
 def verdict(mrr: pd.DataFrame) -> str:
@@ -90,41 +125,11 @@ def verdict(mrr: pd.DataFrame) -> str:
     else:
         separated = "yes (the two intervals do not overlap)"
     if top[name] == second[name]:
-        return (f"{top.scheme} and {second.scheme} share the first place by MRR {where} ({_interval(top, name)} and "
-                f"{_interval(second, name)}); separated from each other at the 95 % level: {separated}.")
+        return (f"{top.scheme} ({_interval(top, name)}) and {second.scheme} ({_interval(second, name)}) share the first "
+                f"place by MRR {where}; separated from each other at the 95 % level: {separated}.")
     digits = 2 if f"{top[name]:.2f}" != f"{second[name]:.2f}" else 3  # two MRRs that read alike at 2 decimals
     return (f"{top.scheme} ranks first by MRR {where} ({_interval(top, name, digits)}), ahead of {second.scheme} "
             f"({_interval(second, name, digits)}); separated from the second at the 95 % level: {separated}.")
-
-
-def partial_leader(mrr: pd.DataFrame) -> str:
-    """' stickbreaking is ranked on copy, flipflop, niah_multivalue only: it has no learned run of vt, and
-    the MRR over learned runs leaves that task out for it; over every run, path ranks first (0.61 [0.55,
-    0.67]), stickbreaking 0.57 [0.56, 0.58].' when the first scheme by the learned runs' OOD MRR is
-    ranked on fewer tasks than the board ranks (``ranked_on``, against the union over schemes), else
-    ''. A scheme with no learned run of a task drops that task from its own MRR, so its first place
-    may come from the tasks it avoided; the MRR over every run (``mrr_ood_every_run``) says who leads
-    when nothing is left out.
-    ``mrr``: ``ranking.mrr_learned``."""
-    every = "mrr_ood_every_run"
-    if mrr.empty or "ranked_on" not in mrr or every not in mrr or mrr.mrr_ood.isna().all():
-        return ""
-    ranked = mrr[mrr.mrr_ood.notna()].sort_values("mrr_ood", ascending=False, kind="stable")
-    top = ranked.iloc[0]
-    on = lambda r: {t for t in str(r).split(", ") if t}  # noqa: E731
-    board, its = set().union(*map(on, ranked.ranked_on)), on(top.ranked_on)
-    missing = sorted(board - its)
-    if not missing or not its:
-        return ""
-    leader = mrr[mrr[every].notna()].sort_values(every, ascending=False, kind="stable")
-    if leader.empty:
-        return ""
-    lead = leader.iloc[0]
-    who = (f"it still ranks first ({_interval(lead, every)})" if lead.scheme == top.scheme
-           else f"{lead.scheme} ranks first ({_interval(lead, every)}), {top.scheme} {_interval(top, every)}")
-    task = "that task" if len(missing) == 1 else "those tasks"
-    return (f" {top.scheme} is ranked on {', '.join(sorted(its))} only: it has no learned run of {', '.join(missing)}, "
-            f"and the MRR over learned runs leaves {task} out for it; over every run, {who}.")
 
 
 def _values(series: pd.Series) -> str:
@@ -183,8 +188,14 @@ def setup(df: pd.DataFrame, rows: pd.DataFrame | None = None) -> str:
             f"evaluated at {_values(lengths)} tokens; seeds {_values(runs.seed)}; {runs.run_id.nunique()} runs.")
 
 
+def _lengths(eval_lens: pd.Series) -> str:
+    """'64', or '40-256' where the settings of a task reach beyond training at different lengths."""
+    lengths = sorted({int(e) for e in eval_lens})
+    return f"{lengths[0]}" if len(lengths) == 1 else f"{lengths[0]}-{lengths[-1]}"
+
+
 def plot_summary(board: pd.DataFrame, order: list[str]) -> Plot | None:
-    """Heatmap of schemes (rows, in ``order``: best MRR first) x tasks at each task's first eval
+    """Heatmap of schemes (rows, in ``order``: the headline MRR's, best first) x tasks at each task's first eval
     length beyond training, coloured by the headline metric's mean over seeds, each cell annotated
     with the mean and its 95 % interval (or why it is empty)."""
     first = first_ood(board)
@@ -202,7 +213,7 @@ def plot_summary(board: pd.DataFrame, order: list[str]) -> Plot | None:
         ax.text(j, i, text, ha="center", va="center", fontsize=7,
                 color="white" if r["n"] and r["mean"] < 0.55 else "black")
     image = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis", vmin=0, vmax=1, aspect="auto")
-    ax.set_xticks(range(len(tasks)), [f"{t}\n{int(first[first.task == t].eval_len.iloc[0])} tokens" for t in tasks], fontsize=8)
+    ax.set_xticks(range(len(tasks)), [f"{t}\n{_lengths(first[first.task == t].eval_len)} tokens" for t in tasks], fontsize=8)
     ax.set_yticks(range(len(schemes)), schemes, fontsize=8)
     ax.set_title("first length beyond training: mean over seeds [95 % interval]", fontsize=9)
     fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02, label="headline metric")
