@@ -438,7 +438,7 @@ END_TO_END = [  # (id, module, args given the case's folder, exit code, the one 
      r"error: no model: give --run <run id, hash or result file> to score a stored PosBench run, or --model <name> with "
      r"--model_args pretrained=<model>"),
     ("lmeval-model-args-batch-size", LMEVAL, lambda t: [*HF, "--model_args", "pretrained=x,batch_size=-1", "--tasks", "posbench_copy"], 2,
-     r"--model_args batch_size=-1(\.0)?: lm-eval passes --batch_size \(default 1\) to the model itself, so batch_size would be "
+     r"--model_args batch_size=-1: lm-eval passes --batch_size \(default 1\) to the model itself, so batch_size would be "
      r"given twice; set it with --batch_size instead"),
     ("diagnose-d-ff", "suite.commands.diagnose", lambda t: ["model.d_ff=2147483646"], 2,
      r"cannot run here: the model \(4 layers, model\.d_model=64, model\.d_ff=2147483646\) needs at least [\d.]+ GiB for its weights alone"),

@@ -118,7 +118,8 @@ def model_args_problem(given: dict, flags: set[str], posbench: bool) -> Optional
     model an unknown key, no ``pretrained`` or a value its declaration refuses (``ModelArgs``)."""
     for key, (flag, default) in FLAG_ARGS.items():
         if key in given and (default is not None or flag in flags):
-            return (f"--model_args {key}={given[key]!r}: lm-eval passes {flag} ({'given' if flag in flags else f'default {default}'}) "
+            shown = typed_value(Optional[int], given[key]) if key != "device" else given[key]  # lm-eval reads -1 as -1.0
+            return (f"--model_args {key}={shown!r}: lm-eval passes {flag} ({'given' if flag in flags else f'default {default}'}) "
                     f"to the model itself, so {key} would be given twice; set it with {flag} instead")
     if not posbench:
         return None
