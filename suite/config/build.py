@@ -264,10 +264,15 @@ def resolve_tasks(cfg: DictConfig) -> tuple[tuple[TaskSpec, ...], str]:
 
 
 @lru_cache(maxsize=4096)
-def _unfit(task: TaskSpec, length: int) -> Optional[str]:
-    """Why ``task`` cannot generate an example of ``length`` tokens, or None when it can."""
+def _unfit(task: TaskSpec, length: int, evaluated: bool = False) -> Optional[str]:
+    """Why ``task`` cannot make an example of ``length`` tokens, or None when it can: a training
+    example, or with ``evaluated`` an evaluation one (its ``eval_set``, else ``eval_generate``)."""
     try:
-        task.build().generate(np.random.default_rng(0), length)
+        built = task.build()
+        if not evaluated:
+            built.generate(np.random.default_rng(0), length)
+        elif built.eval_set(length, 0, 1) is None:
+            built.eval_generate(np.random.default_rng(0), length)
     except ValueError as err:
         return str(err)
     return None
@@ -477,8 +482,9 @@ def check_tasks_fit(tasks: tuple[TaskSpec, ...], train_len: int, multiples: tupl
                  f"task {task.name} cannot fill train.seq_len={train_len}: {_unfit(task, train_len)}")
         for x in multiples:
             n = eval_length(x, train_len)
-            _require(_unfit(task, n) is None,
-                     f"task {task.name} cannot fill the eval length {n} (eval.multiples {x:g} x train.seq_len): {_unfit(task, n)}")
+            problem = _unfit(task, n, evaluated=True)
+            _require(problem is None,
+                     f"task {task.name} cannot fill the eval length {n} (eval.multiples {x:g} x train.seq_len): {problem}")
 
 
 def _sweep_name(cfg: DictConfig) -> str:

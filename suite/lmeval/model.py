@@ -198,6 +198,14 @@ class PosBenchEvalLM(TemplateLM):
             ids = [BOS_ID, *ids]
         return ids
 
+    def _encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
+        """(context, continuation) tokens. Bytes have no word boundaries to keep, so a byte-level
+        run splits at the documents' own boundary: lm-eval's move of the context's trailing spaces
+        into the continuation would score bytes outside the target."""
+        if not self.byte_level:
+            return super()._encode_pair(context, continuation)
+        return self.tok_encode(context), encode_bytes(continuation.encode("utf-8"))
+
     def tok_decode(self, ids) -> str:
         return decode_bytes(ids).decode("utf-8", "replace") if self.byte_level else decode(ids)
 

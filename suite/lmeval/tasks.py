@@ -9,9 +9,11 @@ PosBench's own evaluation sets. Task metadata (``--metadata`` JSON) sets ``lengt
 Documents alternate between the lengths; results are reported per length, and ``--limit N``
 takes the first N documents of each length (``suite.lmeval.task_class``).
 
-A natural-text task's document (``byte_level``: code, prose) is one held-out window: its bytes
-after ``<s>`` as text (``text``; every window is whole UTF-8 characters) and its byte count
-(``n_bytes``), scored by ``loglikelihood_rolling`` as bits per byte (``process_results_bytes``).
+A natural-text task's document (``byte_level``: code, prose) is one example of the suite's
+evaluation set: its held-out context after ``<s>`` (``context``) and its target bytes (``target``),
+both whole UTF-8 characters, and the target's byte count (``n_bytes``), scored by lm-eval's
+``loglikelihood`` of the target given the context as bits per byte (``process_results_bytes``): the
+same target bytes at every length, as the suite scores them (``tasks.text``).
 
 A document is the example's text after ``<s>`` up to its first answer token (``prompt``), the
 answers, their ``target`` (the answers joined by spaces), their token count ``answer_len`` (the
@@ -84,11 +86,12 @@ def example_docs(example: Example, length: int, index: int) -> list[dict]:
 
 
 def text_docs(example: Example, length: int, index: int) -> list[dict]:
-    """A natural-text window as one document: its bytes after ``<s>`` as text, and their count."""
-    data = decode_bytes(example.tokens[1:])
-    return [{"example": f"{length}/{index}", "length": length, "query": 0, "text": data.decode("utf-8"),
-             "n_bytes": len(data)}]
-
+    """A natural-text example as one document: its context after ``<s>`` and its scored target,
+    each as text, and the target's byte count."""
+    (start, end), = example.answer_spans
+    context, target = decode_bytes(example.tokens[1:start]), decode_bytes(example.tokens[start:end])
+    return [{"example": f"{length}/{index}", "length": length, "query": 0, "context": context.decode("utf-8"),
+             "target": target.decode("utf-8"), "n_bytes": len(target)}]
 
 
 def build_docs(name: str, lengths=DEFAULT_LENGTHS, n_examples: int = DEFAULT_N, data_seed: int | None = None,
@@ -233,10 +236,11 @@ def any_by_example(items) -> float:
 
 
 def process_results_bytes(doc: dict, results: list) -> dict:
-    """Natural text: the window's (log-likelihood, bytes), for lm-eval's ``bits_per_byte`` aggregation."""
+    """Natural text: the target's (log-likelihood, bytes), for lm-eval's ``bits_per_byte`` aggregation."""
     if blanked(results):
         return {}
-    return {"bits_per_byte": (float(results[0]), int(doc["n_bytes"]))}
+    loglik, _greedy = results[0]
+    return {"bits_per_byte": (float(loglik), int(doc["n_bytes"]))}
 
 
 def process_results_rank(doc: dict, results: list[tuple[float, bool]]) -> dict[str, float]:
