@@ -21,6 +21,8 @@ import os
 import re
 import sys
 
+from suite.commandline import Refused, check_working_folder
+
 # subcommand -> (module, one-line help); modules are imported only when their subcommand runs
 COMMANDS = {
     "run": ("suite.run", "train and evaluate one run or a Hydra multirun"),
@@ -80,6 +82,11 @@ def main(argv: list[str] | None = None) -> int:
         print(usage(), file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
+    try:  # before a subcommand imports torch, which fails to load in a folder that no longer exists
+        check_working_folder(f"posbench {command}")
+    except Refused as refusal:
+        print(refusal, file=sys.stderr)
+        return refusal.code
     if command in COMPLETION:  # the completion script calls the bare command
         return _run(argv)
     if command not in COMMANDS:

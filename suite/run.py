@@ -16,8 +16,17 @@ import time
 import warnings
 from pathlib import Path
 
-import hydra
-import torch
+from suite.commandline import Refused, check_working_folder
+
+if __name__ == "__main__":  # before torch loads: in a folder that no longer exists it fails to load, saying nothing of why
+    try:
+        check_working_folder("python -m suite.run")
+    except Refused as refusal:
+        print(refusal, file=sys.stderr)
+        sys.exit(refusal.code)
+
+import hydra  # noqa: E402
+import torch  # noqa: E402
 from omegaconf import DictConfig, OmegaConf
 
 from suite import files

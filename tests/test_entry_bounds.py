@@ -527,6 +527,21 @@ def test_show_in_a_deleted_folder_says_so_in_one_line(tmp_path):
                         r"exists \(deleted or moved\); cd into a folder that exists and run the command again\n", out.stderr)
 
 
+@pytest.mark.parametrize("argv", [["-m", "suite.run", "task=copy"], ["-m", "suite.cli", "run", "task=copy"]],
+                         ids=["python-m-suite.run", "posbench-run"])
+def test_a_run_in_a_deleted_folder_says_so_before_torch_loads(tmp_path, argv):
+    """torch itself fails to load in a deleted folder ('Intel oneMKL FATAL ERROR'), so the run and
+    ``posbench`` check the folder before importing it. Mutation check: the check at the top of
+    suite/run.py (or in suite/cli.py ``main``) removed makes this fail."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = f"cd {gone} && rmdir {gone} && exec {sys.executable} {' '.join(argv)}"
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=_env(), timeout=60)
+    assert out.returncode == 2 and out.stdout == "", out.stdout + out.stderr
+    assert re.fullmatch(r"(python -m suite\.run|posbench run): error: the current folder \S+ no longer exists "
+                        r"\(deleted or moved\); cd into a folder that exists and run the command again\n", out.stderr)
+
+
 def test_show_into_head_ends_quietly(tmp_path):
     """``posbench show copy | head -c 10``: ten bytes, nothing on stderr, SIGPIPE's exit code (a
     long example, so the output outgrows the pipe's buffer before head closes it)."""
