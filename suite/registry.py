@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Callable, Iterable
 
-SHARED = ("base",)  # modules of a piece package that hold the interface, not pieces
+SHARED = ("base", "corpora")  # modules of a piece package that hold what its pieces share (the interface, the text corpora), not pieces
 
 
 def package_modules(folder: Path) -> list[Path]:

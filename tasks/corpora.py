@@ -43,6 +43,8 @@ from typing import Callable
 
 import numpy as np
 
+from suite.registry import package_modules
+
 HELD_OUT = 0.2  # the share of documents held out (by hash of the name)
 NGRAM = 32  # the byte length of the sequences ``overlap`` looks for in training
 DATA_SHARE = 0.5  # a module whose module-level literal assignments hold at least this share of its bytes is a table
@@ -91,7 +93,7 @@ def stdlib_modules() -> list[tuple[str, Path]]:
     ``_sysconfigdata*.py`` (the build's configure flags and paths), nothing in ``DATA_PACKAGES``."""
     root = Path(sysconfig.get_paths()["stdlib"])
     out = []
-    for path in root.rglob("*.py"):
+    for path in package_modules(root):
         rel = path.relative_to(root).parts
         if path.is_file() and "site-packages" not in rel and "dist-packages" not in rel and not _is_test(rel) \
                 and rel[0] not in DATA_PACKAGES and not path.name.startswith("_sysconfigdata"):

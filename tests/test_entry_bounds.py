@@ -223,7 +223,7 @@ def argument_form_cases() -> list[tuple]:
                               rf"--model_args {key}=.*: lm-eval passes {flag} .* so {key} would be given twice; set it with {flag}"))
     cases += [("form-lmeval-posbench-unknown-arg", "argument form", "lmeval",
                ["--model", "posbench", "--tasks", "posbench_copy", "--model_args", "pretrained=x,run=y"],
-               r"--model_args: unknown key\(s\) \['run'\] of model posbench; valid: pretrained, results_dir"),
+               r"--model_args: unknown model posbench key\(s\) \['run'\]; valid: batch_size, device, max_batch_size, pretrained, results_dir"),
               ("form-lmeval-posbench-no-pretrained", "argument form", "lmeval",
                ["--model", "posbench", "--tasks", "posbench_copy", "--model_args", "threads=2"],
                r"--model posbench needs --model_args pretrained=<run id"),

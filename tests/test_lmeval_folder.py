@@ -27,7 +27,7 @@ def test_an_lmeval_call_removes_its_yaml_folder(tmp_path, monkeypatch, capsys):
     real_write = yamls.write
     monkeypatch.setattr(yamls, "write", lambda folder: written.append(real_write(folder)) or written[-1])
     with pytest.raises(SystemExit) as exit_info:  # an unknown PosBench task: refused after the YAMLs are written
-        lmeval_main(["--tasks", "posbench_nosuch"])
+        lmeval_main(["--model", "dummy", "--tasks", "posbench_nosuch"])
     assert exit_info.value.code == 2 and "unknown PosBench task(s) posbench_nosuch" in capsys.readouterr().err
     assert len(written) == 1 and written[0].parent == tmp_path and written[0].name.startswith("posbench-lmeval-")
     assert not written[0].exists() and list(tmp_path.iterdir()) == []

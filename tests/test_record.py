@@ -26,11 +26,17 @@ from suite.report.__main__ import main as report_main
 from suite.results import store
 from suite.data.metrics import METRICS
 from tasks import TASKS
-from tests.test_report import _row
+from tests.test_report import _row as _fixture_row
+
 
 ROOT = Path(__file__).resolve().parent.parent
 DECLARATIONS = {name: {"higher_is_better": m.higher_is_better, "low": m.low, "high": m.high, "share": m.share}
                 for name, m in METRICS.items()}
+
+
+def _row(*args, **kwargs) -> dict:
+    """A row of sweep 'sw', the sweep its run's record states."""
+    return {**_fixture_row(*args, **kwargs), "sweep": "sw"}
 
 
 def _spec(*tasks):
@@ -98,7 +104,8 @@ def test_a_task_this_checkout_lacks_is_named_never_scored_by_exact_match(tmp_pat
     path = tmp_path / "old" / "old.json"
     path.parent.mkdir()
     payload = _old_payload("old", "retired", [(32, 0.25)], metric="exact_match")
-    path.write_text(json.dumps({**payload, "run": {**payload["run"], "sweep": "old"}}))
+    payload = {**payload, "run": {**payload["run"], "sweep": "old"}, "rows": [{**r, "sweep": "old"} for r in payload["rows"]]}
+    path.write_text(json.dumps(payload))
     with pytest.warns(UserWarning, match="rows of retired name no headline metric and this checkout has no such task"):
         df = store.load(tmp_path / "old")
     assert df.headline.isna().all() and boards.leaderboard(df).empty

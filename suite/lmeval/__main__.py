@@ -113,10 +113,9 @@ def posbench_task_names() -> list[str]:
     without writing them (which loads torch)."""
     from pathlib import Path
 
-    import suite
     from tasks import TASKS
 
-    sets = [p.stem for p in (Path(suite.__file__).resolve().parent.parent / "conf" / "taskset").glob("*.yaml")]
+    sets = [p.stem for p in (Path(__file__).resolve().parents[2] / "conf" / "taskset").glob("*.yaml")]
     return sorted(f"posbench_{name}" for name in [*TASKS, *sets])
 
 

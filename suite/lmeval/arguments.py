@@ -21,6 +21,7 @@ from functools import lru_cache
 from typing import Optional
 
 from suite.options import LENGTH_MAX, REQUIRED, option, range_errors, typed_options, typed_value
+from suite.registry import check_keys
 
 DEFAULT_LENGTHS = (32, 64)
 DEFAULT_N = 50
@@ -123,9 +124,10 @@ def model_args_problem(given: dict, flags: set[str], posbench: bool) -> Optional
                     f"to the model itself, so {key} would be given twice; set it with {flag} instead")
     if not posbench:
         return None
-    unknown = sorted(set(given) - set(MODEL_ARGS))
-    if unknown:
-        return f"--model_args: unknown key(s) {unknown} of model posbench; valid: {', '.join(MODEL_ARGS)}"
+    try:
+        check_keys(given, MODEL_ARGS, what="model posbench")
+    except ValueError as err:
+        return f"--model_args: {err}"
     if "pretrained" not in given:
         return ("--model posbench needs --model_args pretrained=<run id, hash, result file or _work/<run_id> folder>, "
                 "or give --run <run> instead of --model")
