@@ -54,7 +54,7 @@ sweep: install ## run a sweep (SWEEP=default|flagship|kz|windows|hybrids|zoo|sta
 	$(BIN)/python -m suite.run +sweep=$(SWEEP) $(ARGS)
 	$(MAKE) --no-print-directory report SWEEP=$(or $(call arg,sweep_name),$(SWEEP)) RESULTS=$(or $(call arg,results_dir),results)
 
-report: install ## build reports/<sweep>/ from <RESULTS>/<sweep>/ (RESULTS=results), else from published/<sweep>.jsonl.gz (FROM=results|published, BESIDE=<folder or .jsonl.gz>, METRIC=..., WANDB=offline|online, PROJECT=..., ENTITY=...); FORCE=1 replaces a report that holds more runs
+report: install ## build a sweep's report from <RESULTS>/<sweep>/ (RESULTS=results), else from published/<sweep>.jsonl.gz: reports/<sweep>/ only for the published board built from its shipped rows as they are, any other build under reports-local/<sweep>/ (FROM=results|published, BESIDE=<folder or .jsonl.gz>, METRIC=..., WANDB=offline|online, PROJECT=..., ENTITY=...); FORCE=1 replaces a report that holds more runs
 	$(BIN)/python -m suite.report $(SWEEP) $(if $(RESULTS),--results $(RESULTS)) $(if $(FROM),--from $(FROM)) $(foreach b,$(BESIDE),--beside $(b)) $(if $(METRIC),--metric $(METRIC)) $(if $(WANDB),--wandb $(WANDB)) $(if $(PROJECT),--project $(PROJECT)) $(if $(ENTITY),--entity $(ENTITY)) $(if $(filter 1,$(FORCE)),--force)
 
 report-check: install ## check that README's marked tables quote only numbers their reports hold, then open every reports/*/index.html in headless Chromium and check what a reader sees (apt-get install chromium)
@@ -65,9 +65,10 @@ report-check: install ## check that README's marked tables quote only numbers th
 checkpoint: install ## pack results/<sweep>/ into checkpoints/<sweep>.jsonl.gz: the runs of a sweep still under way, committed so that `make sweep RESUME=checkpoint` goes on from them on another machine; no report reads them, and it refuses to replace a checkpoint with fewer runs
 	$(BIN)/python -m suite.results.shipped pack $(SWEEP) --published $(CHECKPOINTS)
 
-publish: install ## pack results/<sweep>/ into published/<sweep>.jsonl.gz, the rows a published report is rebuilt from; it refuses to replace a board with fewer runs or configurations unless REPLACE=1
+publish: install ## pack results/<sweep>/ into published/<sweep>.jsonl.gz, the rows a published report is rebuilt from, and rebuild reports/<sweep>/ from them; it refuses to replace a board with fewer runs or configurations unless REPLACE=1
 	$(if $(filter-out 0 1,$(REPLACE)),@echo "REPLACE=$(REPLACE): valid: 1 (replace the shipped board even with fewer runs or configurations) or 0"; exit 2)
 	$(BIN)/python -m suite.results.shipped pack $(SWEEP)$(if $(filter 1,$(REPLACE)), --replace)
+	$(BIN)/python -m suite.report $(SWEEP) --from published$(if $(filter 1,$(REPLACE)), --force)
 
 bench: install ## measure speed and memory side by side; writes reports/perf/
 	$(BIN)/python -m suite.bench.perf

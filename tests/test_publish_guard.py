@@ -212,10 +212,15 @@ def _make_publish(*args):
 
 
 def test_make_publish_passes_replace_only_when_asked():
-    """Mutation check: the Makefile passing ``--replace`` always makes this fail."""
-    assert _make_publish()[-1].endswith("suite.results.shipped pack default")
-    assert _make_publish("REPLACE=0")[-1].endswith("suite.results.shipped pack default")
-    assert _make_publish("REPLACE=1", "SWEEP=zoo")[-1].endswith("suite.results.shipped pack zoo --replace")
+    """Publishing packs the rows, then rebuilds the published report from them (the one route,
+    with ``make report`` from the shipped rows, that writes reports/<sweep>/).
+
+    Mutation check: the Makefile passing ``--replace`` always makes this fail."""
+    assert [line.split("python ")[-1] for line in _make_publish()[-2:]] == [
+        "-m suite.results.shipped pack default", "-m suite.report default --from published"]
+    assert _make_publish("REPLACE=0")[-2].endswith("suite.results.shipped pack default")
+    assert [line.split("python ")[-1] for line in _make_publish("REPLACE=1", "SWEEP=zoo")[-2:]] == [
+        "-m suite.results.shipped pack zoo --replace", "-m suite.report zoo --from published --force"]
     assert any("REPLACE=yes: valid: 1" in line and "exit 2" in line for line in _make_publish("REPLACE=yes"))
 
 

@@ -1,5 +1,5 @@
 """``python -m suite.report <sweep> [--results results] [--from auto|results|published] [--beside PATH ...]
-[--out reports] [--tie min|average] [--metric METRIC] [--threshold X] [--wandb offline|online [--project P] [--entity E]]
+[--out DIR] [--tie min|average] [--metric METRIC] [--threshold X] [--wandb offline|online [--project P] [--entity E]]
 [--force]``.
 
 The rows come from ``<results>/<sweep>/`` (your runs) or, with ``--from published`` or when that
@@ -8,6 +8,12 @@ folder holds none, from the sweep's shipped rows ``published/<sweep>.jsonl.gz``
 each configuration of each source in cells of its own, labelled by the source. ``--out`` is
 checked before any work (``suite.commandline.check_output``); every source and ``--metric`` is
 checked as every command checks them (``store.read_source``, ``suite.report.choices``).
+
+Where it goes: a board built from its own shipped rows as they are (``published/<sweep>.jsonl.gz``,
+no ``--beside``, the default metric, tie rule and threshold) is the published one and goes to
+``reports/<sweep>/``; any other (your runs, a reduced or partial sweep, runs beside the board,
+another metric) goes to the git-ignored ``reports-local/<sweep>/``, and the command says so.
+``--out`` picks another folder, but never ``reports/`` for a board that is not the published one.
 
 A board that holds fewer runs than the sweep declares (``suite.report.declared``: the distinct runs
 of conf/sweep/<sweep>.yaml's sweeper params) says "k of N runs" at the top of index.md, index.html
@@ -28,6 +34,7 @@ from suite.report import choices
 from suite.results import store
 
 # the tables, statistics and plots are imported by ``main`` after parsing, so --help answers before they load
+SHIPPED_OUT, LOCAL_OUT = "reports", "reports-local"  # the published boards' reports (tracked); every other build (ignored)
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -39,7 +46,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--published", default=store.PUBLISHED, help="the folder of shipped result files")
     p.add_argument("--beside", action="append", default=[], metavar="PATH",
                    help="also show the runs of PATH (a results folder or a .jsonl.gz), in cells of their own")
-    p.add_argument("--out", default="reports", help="where the report goes, as <out>/<sweep>/ (default: reports)")
+    p.add_argument("--out", default=None,
+                   help=f"where the report goes, as <out>/<sweep>/ (default: {SHIPPED_OUT}/ for a board built from its own "
+                        f"shipped rows as they are, else {LOCAL_OUT}/)")
     p.add_argument("--tie", default="min", choices=choices.TIE_RULES,
                    help="MRR tie rule: min (ties share the best rank) or average")
     p.add_argument("--metric", default=None,
@@ -77,13 +86,45 @@ def read_rows(p: argparse.ArgumentParser, args) -> tuple[pd.DataFrame, Path]:
     return pd.concat([df.assign(source=None), *beside], ignore_index=True), source
 
 
+def not_published(args, source) -> str | None:
+    """Why the report of ``args`` built from ``source`` is not the sweep's published board, or
+    None when it is: the board's own shipped rows, as they are."""
+    if Path(source).resolve() != store.shipped_path(args.sweep, store.PUBLISHED).resolve():
+        return f"it is built from {source}, not the board's shipped rows {store.shipped_path(args.sweep, store.PUBLISHED)}"
+    changed = [what for what, on in (("--beside", args.beside), ("--metric", args.metric is not None),
+                                     ("--tie", args.tie != "min"), ("--threshold", args.threshold != choices.EFFECTIVE_AT))
+               if on]
+    return f"{', '.join(changed)} change{'s' if len(changed) == 1 else ''} the board" if changed else None
+
+
+def destination(prog: str, args, source) -> Path:
+    """The folder the report fills: ``<out>/<sweep>`` where --out is given, else under
+    ``SHIPPED_OUT`` for the published board and ``LOCAL_OUT`` for any other (said on stdout);
+    --out naming ``SHIPPED_OUT`` for a board that is not the published one is refused (2)."""
+    why = not_published(args, source)
+    if args.out is None:
+        out = Path(LOCAL_OUT if why else SHIPPED_OUT)
+        if why:
+            print(f"{args.sweep}: not the published board ({why}): the report goes to {out / args.sweep}/ "
+                  f"(git-ignored); {SHIPPED_OUT}/{args.sweep}/ is rebuilt only from its shipped rows "
+                  f"(make report SWEEP={args.sweep} FROM=published) or by make publish")
+    else:
+        out = Path(args.out)
+        if why and out.resolve() == Path(SHIPPED_OUT).resolve():
+            raise Refused(f"{prog}: error: --out {args.out}: {SHIPPED_OUT}/{args.sweep}/ holds the published board, "
+                          f"and {why}; leave --out out to write it under {LOCAL_OUT}/{args.sweep}/. Nothing was written", 2)
+    check_output(prog, "--out", out)
+    check_output(prog, "--out", out / args.sweep)  # the folder the report fills
+    return out / args.sweep
+
+
 def check_replace(prog: str, args, runs: int, total: int | None) -> None:
     """Refuse (``Refused``, 1) to write a board of ``runs`` runs (of the ``total`` its sweep
     declares) over one under --out that holds more (``declared.written_runs``), unless --force: an
     interrupted sweep must not silently replace a fuller published report."""
     from suite.report import declared
 
-    out = Path(args.out) / args.sweep
+    out = args.report_dir
     written = declared.written_runs(out)
     if written is not None and runs < written and not args.force:
         raise Refused(f"{prog}: error: {out}/index.md holds a board of {written} runs; this one has "
@@ -111,7 +152,7 @@ def publish(r, args) -> Path:
 
     if r["warning"]:
         print(f"warning: {r['warning']}", file=sys.stderr)
-    out = render.save(r, Path(args.out) / args.sweep)
+    out = render.save(r, args.report_dir)
     print(console_mrr(r).to_string(index=False))
     if r.get("settings"):
         from suite.report.sections import settings
@@ -135,8 +176,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report") ->
     args = p.parse_args(argv)
     if (problem := files.sweep_name_problem(args.sweep)) is not None:  # it names a folder under --out too
         p.exit(2, f"{p.prog}: error: sweep {problem}\n")
-    check_output(p.prog, "--out", args.out)
-    check_output(p.prog, "--out", Path(args.out) / args.sweep)  # the folder the report fills
+    if args.out is not None:  # checked before any work; the default's folder once the rows say which it is
+        check_output(p.prog, "--out", args.out)
     if args.wandb:
         check_output(p.prog, "--results", args.results)  # --wandb writes its run under <results>/<sweep>/wandb
     df, source = read_rows(p, args)
@@ -146,6 +187,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report") ->
         print(f"no results under {where}", file=sys.stderr)
         return 1
     choices.check_metric(p.prog, args.metric, {str(source): df})
+    args.report_dir = destination(p.prog, args, source)
     build_and_publish(p.prog, args, df, source)
     return 0
 
@@ -165,7 +207,7 @@ def build_and_publish(prog: str, args, df: pd.DataFrame, source) -> None:
         print(coverage)
     phase(f"building the board: {df.task.nunique()} task(s), the MRR's bootstrap intervals, the power section")
     built = render.build(df, args.sweep, args.tie, args.threshold, args.metric, source=str(source), coverage=coverage)
-    phase(f"writing the board ({len(built['board'])} cells), its plots and pages under {Path(args.out) / args.sweep}")
+    phase(f"writing the board ({len(built['board'])} cells), its plots and pages under {args.report_dir}")
     publish(built, args)
 
 
