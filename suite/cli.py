@@ -12,7 +12,8 @@
     posbench curve <run or folder>    learning curves of a run or of each cell (suite.commands.curve)
     posbench reproduce <sweep>        rerun published runs or whole cells here, judged statistically (suite.reproduce)
 
-Tab completion of ``run``: ``eval "$(posbench run -sc install=bash)"``.
+Tab completion: ``eval "$(posbench run -sc install=bash)"``; the first word completes to a subcommand,
+the overrides after ``run`` to Hydra's keys and values, the arguments of the others to file paths.
 """
 from __future__ import annotations
 
@@ -45,23 +46,40 @@ def usage() -> str:
     return "\n".join(lines)
 
 
+def completions(line: str, point: str | None = None) -> list[str] | None:
+    """The words bash completion offers for ``line`` (the shell's ``COMP_LINE``, read up to
+    ``COMP_POINT``): the subcommands that start with the first word after the program; nothing
+    after any other subcommand than ``run`` (bash's ``-o default`` then offers file paths, as
+    ``posbench summary res<TAB>`` wants); None after ``run``, whose overrides Hydra completes."""
+    before = line[: int(point)] if point is not None and point.isdigit() else line
+    words = before.split()
+    if not before or before[-1].isspace():
+        words.append("")  # the word being completed is a new, empty one
+    if len(words) < 2:
+        return []
+    if len(words) == 2:
+        return [name for name in COMMANDS if name.startswith(words[1])]
+    return None if words[1] == "run" else []
+
+
 def _run(args: list[str]) -> int:
     """Hydra's ``suite.run`` under ``posbench run``. Hydra's bash completion calls
     ``posbench -sc query=bash`` with ``COMP_LINE='posbench run ...'``: the word ``run`` is taken
     out of the line so Hydra completes the overrides after it. Help and completion are answered by
     Hydra over the schema's snapshot (``suite.config.store_snapshot``: no torch, well under a
-    second) while it is current, else by ``suite.run`` itself."""
+    second; rebuilt and cached by the first call after a scheme, task or conf/ YAML changed), else,
+    when no snapshot can be built, by ``suite.run`` itself."""
     line = os.environ.get("COMP_LINE")
     if line is not None:
         os.environ["COMP_LINE"] = re.sub(r"^(\s*\S+)\s+run(\s|$)", r"\1\2", line)
     run_main = None
     from suite.config import store_snapshot
 
-    if line is None and (text := store_snapshot.stored_help(args)) is not None:
+    if line is None and (text := store_snapshot.help_text(args)) is not None:
         print(text, end="")
         return 0
     if store_snapshot.asks_help_or_completion(args, completing=line is not None):
-        run_main = store_snapshot.hydra_main()  # None when the snapshot is stale: the full path answers
+        run_main = store_snapshot.hydra_main()  # None when no snapshot can be built: the full path answers
     if run_main is None:
         from suite.run import main as run_main, override_problem
 
@@ -88,6 +106,10 @@ def main(argv: list[str] | None = None) -> int:
         print(refusal, file=sys.stderr)
         return refusal.code
     if command in COMPLETION:  # the completion script calls the bare command
+        line = os.environ.get("COMP_LINE")
+        if line is not None and (words := completions(line, os.environ.get("COMP_POINT"))) is not None:
+            print("\n".join(words), end="\n" if words else "")
+            return 0
         return _run(argv)
     if command not in COMMANDS:
         print(f"posbench: unknown command {command!r}; valid: {', '.join(COMMANDS)}", file=sys.stderr)

@@ -2,8 +2,10 @@
 to show exits non-zero, and ``posbench run`` completes Hydra overrides in bash.
 
 Mutation check: in suite/cli.py _run, leaving ``run`` in COMP_LINE makes
-test_run_completes_hydra_overrides_through_the_console_script fail."""
+test_run_completes_hydra_overrides_through_the_console_script fail; bash completion of the first
+word and of other subcommands' arguments: test_bash_completes_subcommands_then_paths_then_hydra_overrides."""
 import os
+import shlex
 import subprocess
 import sys
 import tomllib
@@ -68,14 +70,60 @@ def _posbench():
     return str(path)
 
 
+def _schemes_starting_with(prefix: str) -> list[str]:
+    """The registered position schemes whose name starts with ``prefix``, as completion offers them."""
+    from suite.model.position import SCHEMES
+
+    return sorted(f"position={name}" for name in SCHEMES if name.startswith(prefix))
+
+
 def test_run_completes_hydra_overrides_through_the_console_script():
     exe = _posbench()
-    line = "posbench run position=al"
-    env = {**os.environ, "COMP_LINE": line, "COMP_POINT": str(len(line))}
+    line = "posbench run position=a"
+    env = {**os.environ, "COMP_LINE": line, "COMP_POINT": str(len(line)), "PYTHONPATH": str(ROOT)}
     out = subprocess.run([exe, "-sc", "query=bash"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0 and out.stdout.split() == ["position=alibi"], out.stderr[-1000:]
+    assert out.returncode == 0 and sorted(out.stdout.split()) == _schemes_starting_with("a"), out.stderr[-1000:]
+    assert "position=alibi" in out.stdout.split()
     install = subprocess.run([exe, "run", "-sc", "install=bash"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert "complete -o nospace -o default -F hydra_bash_completion posbench" in install.stdout
+
+
+def _bash_completes(line: str, cwd: Path = ROOT) -> tuple[list[str], str]:
+    """(COMPREPLY, stderr) of the installed completion function for ``line`` with the cursor at its
+    end, as bash calls it on TAB: ``COMP_LINE``, ``COMP_POINT``, ``COMP_WORDS`` and ``COMP_CWORD``
+    set, ``posbench`` found on PATH."""
+    exe = _posbench()
+    words = line.split() + ([""] if line.endswith(" ") else [])
+    script = ('eval "$(posbench run -sc install=bash)"\n'
+              f"COMP_LINE={shlex.quote(line)}; COMP_POINT={len(line)}\n"
+              f"COMP_WORDS=({' '.join(shlex.quote(w) for w in words)}); COMP_CWORD={len(words) - 1}\n"
+              'hydra_bash_completion\nprintf "%s\\n" "${COMPREPLY[@]}"\n')
+    env = {**os.environ, "PATH": f"{Path(exe).parent}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(ROOT)}
+    env.pop("COMP_LINE", None)
+    out = subprocess.run(["bash", "-c", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-1000:]
+    return [w for w in out.stdout.splitlines() if w], out.stderr
+
+
+def test_bash_completes_subcommands_then_paths_then_hydra_overrides(tmp_path):
+    """With the completion installed, the first word completes to the subcommands it starts
+    (``posbench re`` offers report and reproduce), a later word of a subcommand other than ``run``
+    to nothing, so bash's ``-o default`` offers file paths (no Hydra error), and the overrides after
+    ``run`` through Hydra.
+    Mutation checks: ``completions`` matching the whole name instead of its start, or returning
+    None (Hydra) after every subcommand, makes this fail."""
+    offered, err = _bash_completes("posbench re")
+    assert offered == [name for name in cli.COMMANDS if name.startswith("re")] == ["report", "reproduce"], err
+    assert _bash_completes("posbench ")[0] == list(cli.COMMANDS)
+    (tmp_path / "results_a").mkdir()
+    (tmp_path / "resume.txt").write_text("")
+    assert sorted(_bash_completes("posbench summary res", tmp_path)[0]) == ["results_a", "resume.txt"]
+    assert sorted(_bash_completes("posbench compare results_a res", tmp_path)[0]) == ["results_a", "resume.txt"]
+    assert _bash_completes("posbench summary res", tmp_path)[1] == ""  # no Hydra parse error
+    offered, err = _bash_completes("posbench run position=a")
+    assert sorted(offered) == _schemes_starting_with("a") and "position=alibi" in offered, err
+    assert cli.completions("posbench sum x", "9") == list(cli.COMMANDS)  # the line read up to the cursor
+    assert cli.completions("posbench sum x", "11") == ["summary"]
 
 
 def test_run_help_is_hydras():

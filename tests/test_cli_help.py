@@ -1,15 +1,16 @@
 """Every ``posbench <command> --help``: it names ``posbench <command>``, describes every option in
 plain text, and answers without loading what only the work needs (torch, scipy, matplotlib; for
 ``run``, Hydra too). ``posbench run``'s help and tab completion come from the schema's snapshot
-(``suite.config.store_snapshot``) while it is current, and say what the full path says.
+(``suite.config.store_snapshot``: the committed seed while current, else the cache the first call
+rebuilds), and say what the full path says.
 
 Mutation checks: ``commandline.plain`` returning its text unchanged makes
 test_every_help_names_posbench_and_describes_every_option fail (summary's ``config_hash``), as does
 show's ``--seed`` without its help; ``import torch`` back at the top of suite/commands/diagnose.py,
 or ``from suite.report import boards, render`` back at the top of suite/report/__main__.py, makes
-test_help_loads_no_heavy_module fail; ``stored_help`` ignoring the args (serving the bare help for
+test_help_loads_no_heavy_module fail; ``help_text`` ignoring the args (serving the bare help for
 ``position=alibi --help``) makes test_run_help_and_completion_from_the_snapshot_equal_the_full_paths
-fail; ``current`` skipping its digest check makes test_a_stale_snapshot_is_not_used fail.
+fail; ``current`` skipping its digest check makes test_a_stale_snapshot_is_rebuilt_once_and_cached fail.
 """
 import json
 import os
@@ -62,6 +63,8 @@ def undescribed_options(text: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def helps():
+    warm = _python("from suite.config import store_snapshot\nstore_snapshot.help_text(['--help'])")
+    assert warm.returncode == 0, warm.stderr[-2000:]  # a stale seed is rebuilt into the cache, help text included
     return {command: _help_and_modules(command) for command in cli.COMMANDS}
 
 
@@ -110,7 +113,7 @@ def _completions(line: str, full: bool) -> tuple[list[str], list[str]]:
 
 @pytest.mark.exhaustive  # 25 s of two full Hydra paths; test_the_snapshot_is_current guards make test
 def test_run_help_and_completion_from_the_snapshot_equal_the_full_paths():
-    assert store_snapshot.current() is not None, "the snapshot is stale: run make store-snapshot"
+    assert store_snapshot.refreshed() is not None
     for line in ("posbench run position=al", "posbench run position=alibi position.", "posbench run span=swa span.w",
                  "posbench run tra", "posbench run taskset=", "posbench run "):
         fast, heavy = _completions(line, full=False)
@@ -125,21 +128,49 @@ def test_run_help_and_completion_from_the_snapshot_equal_the_full_paths():
     assert "name: alibi" in fast.stdout and "window: 16" in fast.stdout
 
 
-def test_the_snapshot_is_current():
-    """The stored snapshot is what the live schema gives now; after an edit to the schema, a scheme,
-    a task or a config YAML, ``make store-snapshot`` rewrites it."""
-    assert store_snapshot.read() == json.loads(json.dumps(store_snapshot.live())), "run make store-snapshot"
+def test_the_snapshot_holds_the_live_schema():
+    """The snapshot help and completion read (the committed seed while current, else the cache
+    ``refreshed`` builds) holds the nodes and tasks the live schema registers now: no
+    ``make store-snapshot`` is needed after an edit to the schema, a scheme, a task or a YAML."""
+    snap = store_snapshot.refreshed()
+    assert snap is not None and store_snapshot.current() is not None
+    live = json.loads(json.dumps(store_snapshot._schema_nodes()))
+    assert {key: snap[key] for key in store_snapshot.NODES} == live
 
 
-def test_a_stale_snapshot_is_not_used(tmp_path, monkeypatch):
-    snap = store_snapshot.read()
-    assert store_snapshot.current() == snap
-    stale = {**snap, "sources": {**snap["sources"], "digest": "0" * 64}}
-    (tmp_path / "s.json").write_text(json.dumps(stale))
-    monkeypatch.setattr(store_snapshot, "SNAPSHOT", tmp_path / "s.json")
-    assert store_snapshot.current() is None and store_snapshot.stored_help(["--help"]) is None
-    assert store_snapshot.hydra_main() is None  # the caller takes suite.run
-    # a file of the sources changes: the digest no longer matches
-    (tmp_path / "s.json").write_text(json.dumps({**snap, "sources": {**snap["sources"],
-                                                                     "files": snap["sources"]["files"][1:]}}))
-    assert store_snapshot.current() is None
+def _in_fresh_python_over(conf: Path, cache: Path, seed: Path, call: str, env: dict | None = None) -> dict:
+    """Run ``call`` in a fresh interpreter whose ``store_snapshot`` reads ``conf``, ``cache`` and
+    ``seed``; what it printed, whether ``build`` ran and whether torch loaded."""
+    code = (f"import sys\nfrom pathlib import Path\nfrom suite.config import store_snapshot as s\n"
+            f"s.CONF_DIR, s.CACHE, s.SNAPSHOT = Path({str(conf)!r}), Path({str(cache)!r}), Path({str(seed)!r})\n"
+            f"built = []\nbuild = s.build\ns.build = lambda: built.append(1) or build()\n"
+            f"from suite import cli\ntry:\n    {call}\nexcept SystemExit:\n    pass\n"
+            f"print('\\x00' + str(bool(built)) + ' ' + str('torch' in sys.modules))")
+    out = _python(code, env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    text, flags = out.stdout.rsplit("\x00", 1)
+    built, torch = flags.split()
+    return {"out": text, "built": built == "True", "torch": torch == "True"}
+
+
+def test_a_stale_snapshot_is_rebuilt_once_and_cached(tmp_path):
+    """A new scheme YAML makes the stored snapshot stale: the first ``posbench run --help`` builds
+    the snapshot from the live schema and caches it; the next help and a completion in fresh
+    processes read the cache (no build, no torch) and offer the new scheme.
+    Mutation checks: ``current`` skipping its digest check (the stale seed served) makes this fail;
+    ``keep`` writing nothing (every call rebuilding) makes it fail."""
+    import shutil
+
+    conf = tmp_path / "conf"
+    shutil.copytree(ROOT / "conf", conf)
+    (conf / "position" / "alibi_copy.yaml").write_text((conf / "position" / "alibi.yaml").read_text())
+    seed, cache = tmp_path / "seed.json", tmp_path / "cache" / "snap.json"
+    shutil.copy(store_snapshot.SNAPSHOT, seed)
+    first = _in_fresh_python_over(conf, cache, seed, "cli.main(['run', '--help'])")
+    assert first["built"] and cache.is_file() and "alibi_copy" in first["out"].split("position: ", 1)[1].split("\n")[0]
+    second = _in_fresh_python_over(conf, cache, seed, "cli.main(['run', '--help'])")
+    assert second == {"out": first["out"], "built": False, "torch": False}
+    line = "posbench run position=alibi_c"
+    completed = _in_fresh_python_over(conf, cache, seed, "cli.main(['-sc', 'query=bash'])",
+                                      {"COMP_LINE": line, "COMP_POINT": str(len(line))})
+    assert completed == {"out": "position=alibi_copy\n", "built": False, "torch": False}
