@@ -343,8 +343,23 @@ def _runs(p, args, source: Path, found: dict) -> int:
     return 1 if counts.get("outside prediction interval", 0) else 0
 
 
+INTERRUPTED = 130  # the shell's code for a command ended by Ctrl-C (128 + SIGINT)
+
+
 @command
 def main(argv: list[str] | None = None, prog: str = "python -m suite.reproduce") -> int:
+    """Rerun published runs or cells (``_main``); Ctrl-C ends it with one line, no traceback, and
+    exit 130: each finished rerun is stored, so the same command goes on where it stopped."""
+    try:
+        return _main(argv, prog)
+    except KeyboardInterrupt:
+        print(f"{prog.rsplit('.', 1)[-1].split()[-1]}: interrupted; rerun the same command to go on",
+              file=sys.stderr)
+        return INTERRUPTED
+
+
+def _main(argv: list[str] | None, prog: str) -> int:
+    """Parse ``argv`` and compare two boards, rerun cells or rerun single runs."""
     p = build_parser(prog)
     args = p.parse_args(argv)
     cell_mode = args.cells is not None or bool(args.cell)

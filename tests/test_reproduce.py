@@ -118,3 +118,18 @@ def test_a_published_run_under_an_older_form_of_its_id_meets_its_rerun(published
     assert reproduce.main(["t", "--published", str(shipped_dir), "--results", str(tmp_path / "r"), "--run", chosen]) == 0
     out = capsys.readouterr().out
     assert "identical: 2; inside prediction interval: 0; outside prediction interval: 0" in out and chosen in out
+
+
+@pytest.mark.parametrize("prog", ["posbench reproduce", "python -m suite.reproduce"])
+def test_ctrl_c_prints_one_line_and_exits_130(prog, tmp_path, monkeypatch, capsys):
+    """Ctrl-C during the reruns: one line on stderr naming how to go on, exit 130, no traceback.
+    Mutation check: dropping the ``except KeyboardInterrupt`` in ``main`` makes this fail (the
+    interrupt propagates), as does returning 1."""
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(reproduce, "rerun", interrupted)
+    assert reproduce.main(["default", "-k", "1", "--results", str(tmp_path / "r")], prog=prog) == 130
+    captured = capsys.readouterr()
+    assert captured.err == "reproduce: interrupted; rerun the same command to go on\n"
+    assert "Traceback" not in captured.out
