@@ -126,15 +126,19 @@ def test_the_command_exits_1_naming_each_mismatch(tmp_path):
     assert out.returncode == 0 and "1 marked tables, every number is in its report" in out.stdout
 
 
-def test_the_readme_quotes_only_numbers_its_reports_hold():
-    """The real README against the shipped reports: its leaderboard tables are marked, and every
-    number in them is one the named report prints."""
-    marked = readme_check.marked_tables((ROOT / "README.md").read_text(encoding="utf-8"))
+def test_the_readme_and_docs_quote_only_numbers_their_reports_hold():
+    """README.md and every page of docs/ against the shipped reports: their leaderboard tables are
+    marked, and every number in them is one the named report prints.
+
+    Mutation check: ``documents`` returning README.md alone makes this fail (the boards' tables
+    live in docs/boards.md)."""
+    pages = readme_check.documents(ROOT)
+    marked = [m for page in pages for m in readme_check.marked_tables(page.read_text(encoding="utf-8"))]
     assert {source for _, source, _ in marked} >= {"reports/default/index.md", "reports/flagship/index.md",
                                                    "reports/zoo/index.md", "reports/state/index.md",
                                                    "reports/kz/index.md"}
     assert all(len(body) >= 4 for _, _, body in marked)  # no marker left before a cut-down table
-    assert readme_check.mismatches(ROOT / "README.md", ROOT) == []
+    assert [p for page in pages for p in readme_check.mismatches(page, ROOT)] == []
 
 
 def test_make_report_check_runs_the_readme_check_first():

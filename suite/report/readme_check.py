@@ -1,5 +1,5 @@
-"""``python -m suite.report.readme_check [README.md]``: every number README quotes in a table copied
-from a report is one the report holds.
+"""``python -m suite.report.readme_check [FILE ...]``: every number README.md and the pages of
+docs/ quote in a table copied from a report is one the report holds.
 
 A copied table is marked by an HTML comment on a line of its own before it, naming the report file
 it quotes, relative to the repository root::
@@ -121,20 +121,28 @@ def mismatches(readme: Path, root: Path = ROOT) -> list[str]:
     return problems
 
 
+def documents(root: Path = ROOT) -> list[Path]:
+    """The pages checked by default: README.md and every docs/*.md, in that order."""
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = parser("python -m suite.report.readme_check", __doc__)
-    p.add_argument("readme", nargs="?", type=Path, default=ROOT / "README.md",
-                   help="the Markdown file whose marked tables are checked (default: the repository's README.md)")
+    p.add_argument("files", nargs="*", type=Path,
+                   help="the Markdown files whose marked tables are checked (default: README.md and docs/*.md)")
     p.add_argument("--root", type=Path, default=ROOT, help="the folder the markers' report paths are relative to")
     args = p.parse_args(argv)
-    if not args.readme.is_file():
-        p.error(f"{args.readme} is not a file")
-    problems = mismatches(args.readme, args.root)
-    tables = len(marked_tables(args.readme.read_text(encoding="utf-8")))
+    files = args.files or documents(ROOT)
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        p.error(f"{missing[0]} is not a file")
+    problems = [problem for f in files for problem in mismatches(f, args.root)]
+    tables = sum(len(marked_tables(f.read_text(encoding="utf-8"))) for f in files)
     for problem in problems:
         print(problem)
-    print(f"{args.readme}: {tables} marked tables, " + (f"{len(problems)} numbers or rows not in their reports"
-                                                        if problems else "every number is in its report"))
+    where = str(files[0]) if len(files) == 1 else f"{len(files)} pages"
+    print(f"{where}: {tables} marked tables, " + (f"{len(problems)} numbers or rows not in their reports"
+                                                  if problems else "every number is in its report"))
     return 1 if problems else 0
 
 
