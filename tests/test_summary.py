@@ -37,7 +37,7 @@ def _write(tmp_path, steps_values):
 def test_two_step_counts_of_one_scheme_print_two_rows(tmp_path, capsys):
     """Two rows, in the order of the report's MRR over every run (steps=20 scores higher: first)."""
     folder = _write(tmp_path, [(10, 0.1), (20, 0.5)])
-    assert main([str(folder)]) == 0
+    assert main([str(folder), "--long"]) == 0
     out = capsys.readouterr().out
     lines = [line.split() for line in out.splitlines()[2:]]
     assert [(line[0], line[1]) for line in lines] == [("alibi", "steps=20"), ("alibi", "steps=10")]
@@ -49,7 +49,7 @@ def test_a_cell_names_its_runs_the_not_learned_and_a_single_seed(tmp_path, capsy
     """steps=10 scores 0.1 and 0.2 at the training length: both runs have not learned copy; of
     steps=20 one seed is stored (1.05 is refused as outside [0, 1]): '0.9500 (n=1)', no '[nan, nan]'."""
     folder = _write(tmp_path, [(10, 0.1), (20, 0.95)])
-    assert main([str(folder)]) == 0
+    assert main([str(folder), "--long"]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()[2:]
     assert lines[1].split()[5:] == ["0.1500", "[0.0000,", "0.7853]", "n=2", "2", "of", "2", "ok"]
@@ -113,3 +113,31 @@ def test_full_attention_and_a_window_are_two_rows_with_their_runs_and_not_learne
     full, window = (table[table.scheme.str.startswith(label)].iloc[0] for label in ("alibi [", "alibi swa w=16"))
     assert len(table) == 2 and (full["mean"], window["mean"]) == (pytest.approx(0.7), pytest.approx(0.95))
     assert (full.runs, full.not_learned, window.runs, window.not_learned) == (2, 1, 2, 0)
+
+
+def test_the_summary_prints_the_reports_mrr_then_one_row_per_scheme(fixture_store, capsys):  # noqa: F811
+    """By default the summary prints the headline MRR over every run (the OOD MRR of each scheme,
+    as ``ranking.mrr`` gives it, with its interval), then the leaderboard one row per scheme and one
+    column per task@eval_len holding the mean over seeds.
+    Mutation checks: ``mrr_table`` reading ``mrr_all`` for its OOD column, or ``wide_table`` printing
+    ``ci_high`` for the mean, makes this fail."""
+    from suite.report import boards, ranking
+
+    with pytest.warns(UserWarning):
+        df = store.load(fixture_store / "fx")
+    assert main([str(fixture_store / "fx")]) == 0
+    out = capsys.readouterr().out
+    mrr_part, board_part = out.split("\nleaderboard: ", 1)
+    printed = {line.split()[0]: float(line.split()[1]) for line in mrr_part.splitlines()[2:]}
+    expected = ranking.mrr(boards.board_of(boards.primary(df))).set_index("scheme").mrr_ood
+    assert printed == {s: round(v, 3) for s, v in expected.items()} == {"alibi": 1.0, "rope": 0.5, "learned": 0.333}
+    assert list(printed) == list(expected.index)  # best first
+    header, *lines = board_part.splitlines()[1:]
+    board = boards.leaderboard(df).set_index(["scheme", "task", "eval_len"])["mean"]
+    for line in lines:
+        scheme, *cells = line.split()
+        for column, cell in zip(header.split(), cells):
+            task, length = column.split("@")
+            mean = board.loc[(scheme, task, int(length))]
+            assert cell == ("-" if pd.isna(mean) else f"{mean:.4f}"), (scheme, column)
+    assert len(lines) == 3 and len(header.split()) == 2
