@@ -86,8 +86,12 @@ def find_run(name: str, results_dir) -> Path:
     if matches:
         raise Refused(f"run {name!r} matches {len(matches)} result files: {', '.join(map(str, matches))}; "
                       "name one by its file", 1)
+    from suite.results import store
+
+    hint = store.first_run_hint(name, "posbench curve") if "/" in name else None
     raise Refused(f"no run {name!r}: not a results folder, a shipped file or a result file, and no "
-                  f"{root}/<sweep>/<run id>.json has that id or hash (--results names the folder searched)", 1)
+                  f"{root}/<sweep>/<run id>.json has that id or hash (--results names the folder searched)"
+                  + (f"\n{hint}" if hint else ""), 1)
 
 
 def load_runs(source: str, results_dir="results") -> list[dict]:

@@ -630,6 +630,18 @@ def source_problem(path) -> str | None:
     return f"{kind}, not a results folder or a shipped {SHIPPED_SUFFIX} file; {SOURCE_CHOICES}"
 
 
+def first_run_hint(path, prog: str) -> str | None:
+    """For a results folder ``path`` that does not exist (a fresh clone has none), the line that
+    says which command makes it, and the published board of the same sweep that can be read
+    instead where one is shipped; None when ``path`` exists or names a file."""
+    where = Path(str(path))
+    if where.exists() or where.suffix or not where.name:
+        return None
+    hint = f"no results under {where}: run `make sweep` (or `make sweep SWEEP={where.name}`) first"
+    shipped = Path(PUBLISHED) / f"{where.name}{SHIPPED_SUFFIX}"
+    return hint + (f", or read the published board: {prog} {shipped}" if is_shipped(shipped) else "")
+
+
 def read_source(prog: str, option: str, path) -> pd.DataFrame:
     """The rows of the source ``path`` that a command's ``option`` names (``--beside``, or a
     positional's name), the skipped files warned about on stderr: the one reader of every
@@ -638,7 +650,8 @@ def read_source(prog: str, option: str, path) -> pd.DataFrame:
     from suite.commandline import warnings_on_stderr
 
     if (problem := source_problem(path)) is not None:
-        raise Refused(f"{prog}: error: {option} {str(path)!r}: {problem}", 2)
+        hint = first_run_hint(path, prog)
+        raise Refused(f"{prog}: error: {option} {str(path)!r}: {problem}" + (f"\n{hint}" if hint else ""), 2)
     with warnings_on_stderr():
         df = load(path)
     if df.empty:
