@@ -24,7 +24,7 @@ def test_the_console_script_is_declared_with_every_subcommand():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts == {"posbench": "suite.cli:main"}
     assert list(cli.COMMANDS) == ["run", "report", "summary", "describe", "diagnose", "show", "lmeval", "compare",
-                                  "curve", "reproduce"]
+                                  "curve", "reproduce", "rank"]
 
 
 @pytest.mark.parametrize("command", ARGPARSE)
