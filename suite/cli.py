@@ -12,6 +12,7 @@
     posbench curve <run or folder>    learning curves of a run or of each cell (suite.commands.curve)
     posbench reproduce <sweep>        rerun published runs or whole cells here, judged statistically (suite.reproduce)
     posbench rank <overrides> --board B   place a new scheme on a published board, like for like (suite.commands.rank)
+    posbench export <board or folder>     the leaderboard as a paper's wide table, CSV or LaTeX (suite.commands.export)
 
 Tab completion: ``eval "$(posbench run -sc install=bash)"``; the first word completes to a subcommand,
 the overrides after ``run`` to Hydra's keys and values, the arguments of the others to file paths.
@@ -38,6 +39,7 @@ COMMANDS = {
     "curve": ("suite.commands.curve", "plot loss and in-distribution score against steps, per run or cell"),
     "reproduce": ("suite.reproduce", "rerun published runs or cells here: prediction interval, or Welch by cell"),
     "rank": ("suite.commands.rank", "train a new scheme on a board's grid and place it among its published schemes"),
+    "export": ("suite.commands.export", "the leaderboard as a paper's wide table: CSV or LaTeX, schemes by columns"),
 }
 COMPLETION = ("-sc", "--shell-completion")
 

@@ -17,14 +17,14 @@ import pytest
 from suite import cli, commandline
 
 ROOT = Path(__file__).resolve().parent.parent
-ARGPARSE = ["report", "summary", "describe", "diagnose", "show", "lmeval", "compare", "reproduce"]
+ARGPARSE = ["report", "summary", "describe", "diagnose", "show", "lmeval", "compare", "reproduce", "export"]
 
 
 def test_the_console_script_is_declared_with_every_subcommand():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts == {"posbench": "suite.cli:main"}
     assert list(cli.COMMANDS) == ["run", "report", "summary", "describe", "diagnose", "show", "lmeval", "compare",
-                                  "curve", "reproduce", "rank"]
+                                  "curve", "reproduce", "rank", "export"]
 
 
 @pytest.mark.parametrize("command", ARGPARSE)
