@@ -4,7 +4,7 @@ On a terminal the training loop draws a tqdm bar. Off one (a joblib worker, a SL
 redirected to a file) ``StepLog`` writes a plain line every ``log_every`` steps: the step, the
 loss, tokens per second and the time left; both name the run by ``run_label`` (scheme, span,
 pattern, task, seed). ``finished_line`` is the one line a sweep prints per finished run: its id,
-status, wall time and headline scores.
+status, wall time and each task's headline score at every evaluation length.
 """
 from __future__ import annotations
 
@@ -97,21 +97,33 @@ class StepLog:
             self.forward(metrics, step)
 
 
-def headline_scores(rows: list[dict], tasks, train_len: int) -> dict[str, tuple[str, float]]:
-    """Each task's headline metric (the task's ``primary_metric``) at the training length, over
-    all examples: ``{task name: (metric, value)}``; NaN where the run stored none (a diverged run)."""
+def headline_scores(rows: list[dict], tasks, train_len: int) -> dict[str, tuple[str, dict[int, float]]]:
+    """Each task's headline metric (the task's ``primary_metric``) at every evaluation length the
+    run stored it at, over all examples: ``{task name: (metric, {eval length: value})}``, lengths
+    in increasing order, the training length always among them; NaN where the run stored no value
+    (a diverged run, a length the scheme cannot represent)."""
     wanted = {spec.name: task.primary_metric for spec, task in tasks}
-    found = {(r["task"], r["metric"]): r["value"] for r in rows
-             if r.get("slice") == "all" and r.get("eval_len") == train_len and r["task"] in wanted}
-    return {name: (metric, float(found.get((name, metric), math.nan))) for name, metric in wanted.items()}
+    found = {(r["task"], r["metric"], int(r["eval_len"])): r.get("value") for r in rows
+             if r.get("slice") == "all" and r.get("task") in wanted and r.get("eval_len") is not None}
+    scores = {}
+    for name, metric in wanted.items():
+        lengths = sorted({train_len} | {n for task, m, n in found if (task, m) == (name, metric)})
+        scores[name] = (metric, {n: _number(found.get((name, metric, n))) for n in lengths})
+    return scores
+
+
+def _number(value) -> float:
+    """``value`` as a float, NaN for none (a row without a value stores null)."""
+    return math.nan if value is None else float(value)
 
 
 def finished_line(run_id: str, status: str, wall_s: float, rows: list[dict], tasks, train_len: int) -> str:
-    """'done <run id>: ok in 12.3s | copy token_accuracy@32 0.8750', one score per task of a task
-    set (their headline metrics differ, so they are not averaged)."""
-    parts = [f"{name} {metric}@{train_len} {'-' if math.isnan(value) else f'{value:.4f}'}"
-             for name, (metric, value) in headline_scores(rows, tasks, train_len).items()]
-    return f"done {run_id}: {status} in {wall_s:.1f}s | " + ", ".join(parts)
+    """'done <run id>: ok in 12.3s | copy token_accuracy 32: 0.8750  64: 0.3125': each task's
+    headline metric at every evaluation length ('-' where there is no score), one group per task
+    of a task set, each after a '|' (their headline metrics differ, so they are not averaged)."""
+    groups = [f"{name} {metric} " + "  ".join(f"{n}: {'-' if math.isnan(v) else f'{v:.4f}'}" for n, v in values.items())
+              for name, (metric, values) in headline_scores(rows, tasks, train_len).items()]
+    return f"done {run_id}: {status} in {wall_s:.1f}s | " + " | ".join(groups)
 
 
 # A multirun's progress. Hydra numbers its jobs (``hydra.job.num``, 0-based, across the whole

@@ -1,10 +1,14 @@
 """Progress off a terminal: a plain line about ten times a run, on logged steps (step, loss,
 tokens/s, time left), naming the run (scheme, span, task, seed), one line per finished run (run
-id, status, wall time, each task's headline score), and in a multirun "run k of N" with the
+id, status, wall time, each task's headline score at every evaluation length), and in a multirun "run k of N" with the
 sweep's time left.
 
-Mutation check: in suite/progress.py StepLog.eta, steps left total - 1 - step -> total - step makes
-test_step_lines_show_step_loss_speed_and_the_time_left_at_the_measured_pace fail."""
+Mutation checks: in suite/progress.py StepLog.eta, steps left total - 1 - step -> total - step makes
+test_step_lines_show_step_loss_speed_and_the_time_left_at_the_measured_pace fail; headline_scores
+keeping the training length only (``lengths = [train_len]``) makes
+test_finished_line_shows_the_headline_at_every_eval_length and
+test_a_finished_run_prints_one_line_with_status_wall_time_and_headline_score fail, and ``finished_line``
+joining the task groups with ', ' makes test_finished_line_shows_the_headline_at_every_eval_length fail."""
 import json
 import logging
 import os
@@ -108,11 +112,11 @@ def test_a_finished_run_prints_one_line_with_status_wall_time_and_headline_score
     spec = make_spec(*QUICK, "position=rope", "sweep_name=fl")
     path = execute(spec, results_dir=tmp_path, progress=False)
     record = store.read_run(path)
-    value = next(r["value"] for r in record["rows"] if r["metric"] == "token_accuracy" and r["eval_len"] == 16
-                 and r["slice"] == "all")  # copy's headline metric at the training length
+    value = {r["eval_len"]: r["value"] for r in record["rows"] if r["metric"] == "token_accuracy"
+             and r["slice"] == "all"}  # copy's headline metric at the training length and at twice it
     line = _done_line(caplog, run_id(spec))
     assert line.startswith(f"done {run_id(spec)}: ok in {record['run']['wall_s']:.1f}s | "
-                           f"copy token_accuracy@16 {value:.4f} -> ")
+                           f"copy token_accuracy 16: {value[16]:.4f}  32: {value[32]:.4f} -> ")
 
 
 def test_a_task_set_run_prints_each_tasks_headline_score(tmp_path, caplog):
@@ -122,10 +126,10 @@ def test_a_task_set_run_prints_each_tasks_headline_score(tmp_path, caplog):
     rows = store.read_run(execute(spec, results_dir=tmp_path, progress=False))["rows"]
     line = _done_line(caplog, run_id(spec))
     headline = {"copy": "token_accuracy", "mqar": "string_match_all", "niah_single": "exact_match", "vt": "string_match_all"}
-    scores = dict(re.findall(r"(\w+) \w+@64 (\d\.\d{4})", line))
+    scores = dict(re.findall(r"\| (\w+) \w+ 64: (\d\.\d{4})", line))
     assert set(scores) == set(headline)
     for task, metric in headline.items():
-        assert f"{task} {metric}@64" in line
+        assert f"| {task} {metric} 64: " in line
         stored = next(r["value"] for r in rows if r["task"] == task and r["metric"] == metric and r["slice"] == "all")
         assert scores[task] == f"{stored:.4f}"
 
@@ -146,18 +150,29 @@ def test_a_diverged_run_says_where_and_shows_no_score(tmp_path, caplog, monkeypa
     spec = make_spec(*QUICK, "position=alibi", "sweep_name=dv")
     execute(spec, results_dir=tmp_path, progress=False)
     line = _done_line(caplog, run_id(spec))
-    assert re.match(rf"done {re.escape(run_id(spec))}: diverged at step 3 in \d+\.\ds \| copy token_accuracy@16 - -> ", line)
+    assert re.match(rf"done {re.escape(run_id(spec))}: diverged at step 3 in \d+\.\ds \| copy token_accuracy 16: -(  \d+: -)* -> ", line)
 
 
-def test_finished_line_reads_the_headline_at_the_training_length_only():
+def test_finished_line_shows_the_headline_at_every_eval_length():
+    """The headline metric over all examples at each stored length, in increasing order ('-' for a
+    length with no value); the training length is shown even without a row; a task set's groups
+    each follow a '|'."""
     spec = make_spec(*QUICK, "position=nope")
     tasks = [(t, t.build()) for t in spec.tasks]
-    rows = [{"task": "copy", "eval_len": 16, "slice": "all", "metric": "exact_match", "value": 0.125},
+    rows = [{"task": "copy", "eval_len": 32, "slice": "all", "metric": "token_accuracy", "value": 0.25},
+            {"task": "copy", "eval_len": 16, "slice": "all", "metric": "exact_match", "value": 0.125},
             {"task": "copy", "eval_len": 16, "slice": "all", "metric": "token_accuracy", "value": 0.75},
             {"task": "copy", "eval_len": 16, "slice": "depth=0", "metric": "token_accuracy", "value": 0.5},
-            {"task": "copy", "eval_len": 32, "slice": "all", "metric": "token_accuracy", "value": 0.25}]
-    assert finished_line("r", "ok", 1.26, rows, tasks, 16) == "done r: ok in 1.3s | copy token_accuracy@16 0.7500"
-    assert finished_line("r", "ok", 1.0, rows[:1], tasks, 16).endswith("copy token_accuracy@16 -")
+            {"task": "copy", "eval_len": 64, "slice": "all", "metric": "token_accuracy", "value": None}]
+    assert (finished_line("r", "ok", 1.26, rows, tasks, 16)
+            == "done r: ok in 1.3s | copy token_accuracy 16: 0.7500  32: 0.2500  64: -")
+    assert finished_line("r", "ok", 1.0, rows[1:2], tasks, 16).endswith("| copy token_accuracy 16: -")
+    two = make_spec(*[q for q in QUICK if not q.startswith("train.seq_len")], "train.seq_len=64", "taskset=core")
+    both = [(t, t.build()) for t in two.tasks if t.name in ("copy", "vt")]
+    rows = [{"task": "vt", "eval_len": 64, "slice": "all", "metric": "string_match_all", "value": 0.5},
+            {"task": "copy", "eval_len": 128, "slice": "all", "metric": "token_accuracy", "value": 0.125}]
+    assert finished_line("r", "ok", 2.0, rows, both, 64) == ("done r: ok in 2.0s | copy token_accuracy 64: -  128: 0.1250"
+                                                            " | vt string_match_all 64: 0.5000")
 
 
 def test_a_sweep_off_a_terminal_shows_steps_and_one_line_per_finished_run(tmp_path):
@@ -172,7 +187,7 @@ def test_a_sweep_off_a_terminal_shows_steps_and_one_line_per_finished_run(tmp_pa
         rid = run_id(make_spec(*QUICK, f"position={position}", "sweep_name=sw"))
         steps = [int(m.group(3)) for m in STEP_LINE.finditer(text) if m.group(1) == rid]
         assert steps == [1, 5, 9, 12]
-        assert len(re.findall(rf"done {re.escape(rid)}: ok in \d+\.\ds \| copy token_accuracy@16 \d\.\d{{4}}", text)) == 1
+        assert len(re.findall(rf"done {re.escape(rid)}: ok in \d+\.\ds \| copy token_accuracy 16: \d\.\d{{4}}  32: \d\.\d{{4}} -> ", text)) == 1
     df = store.load(tmp_path / "sw")  # one stored file per scheme
     assert sorted(df.positions.unique()) == ["alibi", "nope"] and df.run_id.nunique() == 2
     log = [json.loads(line) for line in (tmp_path / "sw" / "_sweeps.jsonl").read_text().splitlines()]
