@@ -165,3 +165,19 @@ def test_the_model_imports_torch_and_itself_only():
     assert outside == set()
     ours = {m for m in loaded if m.startswith("suite.")}
     assert all(m.startswith("suite.model") or m in GROUND for m in ours), sorted(ours)
+
+
+FUNCTION_MAX = 60  # lines, decorators left out: a function longer than a screen is split
+
+
+def test_no_function_is_longer_than_a_screen():
+    """Every function of suite/ and tasks/ fits in ``FUNCTION_MAX`` lines.
+
+    Mutation check: FUNCTION_MAX = 40 makes this fail (several functions hold 41 to 60 lines)."""
+    import ast
+
+    long = sorted((node.end_lineno - node.lineno + 1, path.relative_to(ROOT).as_posix(), node.name)
+                  for part in ("suite", "tasks") for path in (ROOT / part).rglob("*.py")
+                  for node in ast.walk(ast.parse(path.read_text()))
+                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > FUNCTION_MAX)
+    assert long == []
