@@ -171,5 +171,6 @@ def test_diagnose_stored_without_a_trained_model_exits_1_naming_the_file(tmp_pat
     Mutation check: ``Refused(...)`` without its code 1 in suite/commands/diagnose.py makes this fail."""
     assert cli.main(["diagnose", "--stored", f"results_dir={tmp_path}", "task=copy"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"no stored model at {tmp_path}/") and err.rstrip().endswith("model.pt: run it first "
-                                                                                      "(python -m suite.run results_dir=" f"{tmp_path} task=copy)")
+    assert err.startswith(f"no stored model of results_dir={tmp_path} task=copy under {tmp_path}/dev/ (looked for "
+                          f"{tmp_path}/dev/_work/") and "/model.pt): " in err
+    assert err.rstrip().endswith(f"train it with `posbench run results_dir={tmp_path} task=copy`")
