@@ -27,7 +27,7 @@ from suite.report.sections.mrr import mrr_display
 from suite.report.__main__ import console_mrr, main as report_main
 from suite.results import store
 from tests.conftest import fast_or_exhaustive
-from tests.test_report import write_fixture
+from tests.test_report import _row, frame, write_fixture
 
 SHIPPED = sorted(p.name.removesuffix(store.SHIPPED_SUFFIX) for p in __import__("pathlib").Path(store.PUBLISHED).glob("*.jsonl.gz"))
 
@@ -96,6 +96,35 @@ def test_a_four_task_run_among_one_task_runs_is_ranked_on_the_shared_task_only()
     more = cells + [("a", "vt", 32, 0.1), ("a", "vt", 64, 0.1)]
     shown = mrr_display(ranking.mrr_intervals(_board(more), _runs(more), reps=2))
     assert dict(zip(shown.scheme, shown["ranked on"])) == {"a": "copy, vt", "b": "copy", "mix": "copy, vt"}
+
+
+def test_a_scheme_alone_on_its_board_or_in_its_setting_ranks_first(tmp_path):
+    """A board of one scheme has an MRR of 1 (first, with no neighbour), its interval [1, 1], not
+    an empty table; so has the one scheme of a setting on a board of two settings, while the other
+    setting's schemes rank among themselves. A cell only one scheme has on a board of several (mix
+    alone on vt) still ranks nothing; the report of a one-scheme board builds and says so.
+
+    Mutation check: ``ranked`` in suite/report/ranking.py without its loop over the settings (the
+    rule before: a cell needs two schemes) makes this fail; so does ``mrr`` calling ``ranked`` without
+    ``_cell_settings`` (the board one setting)."""
+    one = [("rope", "copy", 32, 0.9), ("rope", "copy", 64, 0.4), ("rope", "vt", 64, 0.2)]
+    m = ranking.mrr_intervals(_board(one), _runs(one), reps=20).set_index("scheme")
+    assert (m.mrr_ood["rope"], m.mrr_ood_low["rope"], m.mrr_ood_high["rope"], m.mrr_all["rope"]) == (1, 1, 1, 1)
+    assert (m.cells_ood["rope"], m.cells_all["rope"], m.ranked_on["rope"]) == (2, 3, "copy, vt")
+    two = pd.concat([_board([("rope", "copy", 64, 0.4)]).assign(setting="L=32", setting_at=0, name="rope"),
+                     _board([("rope", "copy", 64, 0.3), ("alibi", "copy", 64, 0.6)]).assign(
+                         setting="L=64", setting_at=1, name=lambda b: b.scheme)], ignore_index=True)
+    two.loc[two.setting == "L=64", "scheme"] = two.scheme + " L=64"
+    got = ranking.mrr(two).set_index("scheme")
+    assert got.mrr_ood.to_dict() == {"rope": 1.0, "alibi L=64": 1.0, "rope L=64": 0.5}
+    assert got.cells_ood.to_dict() == {"rope": 1, "alibi L=64": 1, "rope L=64": 1} and got.ranked_on["rope"] == "copy"
+    several = [("a", "copy", 64, 0.9), ("mix", "copy", 64, 0.5), ("mix", "vt", 64, 0.99)]
+    assert ranking.mrr(_board(several)).set_index("scheme").cells_ood.to_dict() == {"a": 1, "mix": 1}
+    assert not ranking.ranked(np.array([[True, True], [True, False]]))[0, 1]
+    rows = [_row(f"rope-{s}", "rope", s, "copy", e, v) for s in (0, 1) for e, v in ((32, 0.9), (64, 0.4 + 0.1 * s))]
+    out = render.write(frame(rows), "fx", tmp_path / "fx")
+    assert (out / "index.md").read_text().startswith(
+        "# PosBench leaderboard: `fx`\n\n**rope is the only scheme ranked by MRR beyond the training length (1.00;")
 
 
 def test_one_task_set_shows_no_ranked_on_column():

@@ -77,8 +77,9 @@ def test_the_verdict_says_whether_the_first_two_are_separated():
 
 
 def test_a_board_where_no_two_schemes_share_a_cell_ranks_nothing():
-    """A scheme is ranked only in cells another scheme is in too, so a board of one scheme (or of
-    schemes on disjoint tasks) has an MRR table with no value: the verdict says so.
+    """A scheme is ranked only in cells another scheme is in too, so a board of schemes on disjoint
+    tasks has an MRR table with no value: the verdict says so. (A board of one scheme ranks it first
+    in every cell: test_honest_boards.test_a_scheme_alone_on_its_board_or_in_its_setting_ranks_first.)
 
     Mutation check: dropping the ``ranked.empty`` branch in verdict.verdict makes this fail
     (IndexError)."""

@@ -112,13 +112,14 @@ def _reciprocal_ranks(scores: np.ndarray, present: np.ndarray, tie: str, signs: 
 
 
 def _mrr(scores: np.ndarray, present: np.ndarray, ood: np.ndarray, tie: str, signs: np.ndarray,
-         margins: np.ndarray | float = TIED_BELOW):
+         margins: np.ndarray | float = TIED_BELOW, settings=None):
     """Per replicate and scheme, MRR over OOD cells and over all cells, of (R, S, C) ``scores``
     (``_reciprocal_ranks``). Absent schemes neither take a rank nor count in a mean, and a cell only
-    one scheme is in is no contest (``ranked``): it counts for none. Returns two (R, S) arrays, NaN
-    where a scheme has no such cell."""
+    one scheme is in is no contest (``ranked``, ``settings``: each cell's): it counts for none,
+    unless that scheme is the only one of its setting. Returns two (R, S) arrays, NaN where a
+    scheme has no such cell."""
     rr = _reciprocal_ranks(scores, present, tie, signs, margins)
-    counted = ranked(present)
+    counted = ranked(present, settings)
 
     def mean_over(mask):
         cnt = mask.sum(axis=1)
@@ -128,11 +129,25 @@ def _mrr(scores: np.ndarray, present: np.ndarray, ood: np.ndarray, tie: str, sig
     return mean_over(counted & ood), mean_over(counted)
 
 
-def ranked(present: np.ndarray) -> np.ndarray:
+def ranked(present: np.ndarray, settings=None) -> np.ndarray:
     """(S, C): the cells each scheme is ranked in, those of its cells at least one other scheme
     is in too. A cell no other scheme has (a task only one configuration ran) ranks nothing: a
-    rank of 1 there would lift a scheme's MRR for the tasks it alone was run on."""
-    return present & (present.sum(axis=0) >= 2)
+    rank of 1 there would lift a scheme's MRR for the tasks it alone was run on. A scheme that is
+    the only one of its setting (``settings``: each cell's; None: the board is one setting), as on
+    a board of one scheme, is ranked in every cell it has: first, with no neighbour, so the board
+    has an MRR of 1 rather than none."""
+    counted = present & (present.sum(axis=0) >= 2)
+    settings = np.zeros(present.shape[1]) if settings is None else np.asarray(settings)
+    for setting in np.unique(settings):
+        cols = settings == setting
+        if present[:, cols].any(axis=1).sum() == 1:  # one scheme in the whole setting
+            counted[:, cols] |= present[:, cols]
+    return counted
+
+
+def _cell_settings(lay: Layout) -> list:
+    """The setting of each of ``lay``'s cells, as ``ranked`` takes them."""
+    return [setting for setting, _, _ in lay.cells]
 
 
 def _check_tie(tie: str) -> None:
@@ -164,15 +179,16 @@ def mrr(board: pd.DataFrame, tie: str = "min", margin: float | None = None) -> p
     ``tie="min"``: tied schemes share the best rank of their group (1, 1, 3); ``tie="average"``:
     they share the mean of the ranks they span (1.5, 1.5, 3). An empty cell (unsupported,
     diverged, failed) ranks below every scheme with a score. A scheme is ranked only in cells
-    another scheme is in too (``ranked``), so each MRR compares schemes over the same tasks.
+    another scheme is in too (``ranked``), so each MRR compares schemes over the same tasks; the
+    one scheme of a board (or of a setting) is ranked first in every cell it has: MRR 1.
     ``margin``: one tie margin for every cell (default: each cell's metric's).
     Columns ``scheme, mrr_ood, mrr_all, cells_ood, cells_all`` (the cells counted), ``ranked_on``
     (the tasks of those cells) and ``setting, setting_at, name``, sorted by setting, then OOD MRR.
     """
     _check_tie(tie)
     lay = _arrays(board, margin)
-    m_ood, m_all = _mrr(lay.scores[None], lay.present, lay.ood, tie, lay.signs, lay.margins)
-    counted = ranked(lay.present)
+    m_ood, m_all = _mrr(lay.scores[None], lay.present, lay.ood, tie, lay.signs, lay.margins, _cell_settings(lay))
+    counted = ranked(lay.present, _cell_settings(lay))
     tasks = [", ".join(sorted({task for (_, task, _), on in zip(lay.cells, row) if on})) for row in counted]
     out = pd.DataFrame({"scheme": lay.schemes, "mrr_ood": m_ood[0], "mrr_all": m_all[0],
                         "cells_ood": (counted & lay.ood).sum(1), "cells_all": counted.sum(1), "ranked_on": tasks})
@@ -216,7 +232,7 @@ def _seeds_bootstrap(runs: list, lay: Layout, tie: str, reps: int, rng) -> tuple
     samples = np.full((reps, *lay.scores.shape), np.nan)
     for i, _, v, cols in runs:
         samples[:, i, cols] = _mean_of_resampled(v, reps, rng)
-    return _mrr(samples, lay.present, lay.ood, tie, lay.signs, lay.margins)
+    return _mrr(samples, lay.present, lay.ood, tie, lay.signs, lay.margins, _cell_settings(lay))
 
 
 def _tasks_bootstrap(runs: list, lay: Layout, tie: str, reps: int, rng) -> tuple[np.ndarray, np.ndarray]:
@@ -225,7 +241,7 @@ def _tasks_bootstrap(runs: list, lay: Layout, tie: str, reps: int, rng) -> tuple
     scheme's reciprocal ranks over the cells of every slot (a task drawn twice counts twice)."""
     tasks = sorted({task for _, task, _ in lay.cells})
     draws = rng.integers(0, len(tasks), size=(reps, len(tasks)))
-    counted = ranked(lay.present)
+    counted = ranked(lay.present, _cell_settings(lay))
     totals = np.zeros((2, reps, len(lay.schemes)))
     counts = np.zeros((2, reps, len(lay.schemes)))
     for t, task in enumerate(tasks):
