@@ -7,8 +7,8 @@ makes test_the_y_axis_fits_the_data_and_clips_no_interval fail; drawing at g.eva
 test_error_bars_at_one_length_stand_side_by_side fail; looping over b.groupby("scheme") (by name)
 makes test_the_legend_lists_schemes_in_the_order_of_the_table fail; in _length_axis, dropping the set_xticks line or the axvline
 makes test_x_ticks_are_the_evaluated_lengths_and_the_training_length_is_marked fail; in
-suite/report/styles.py, COLOURS cut to tab10 (or style() using i % 10) makes
-test_thirteen_schemes_get_thirteen_colours_and_thirteen_markers fail; ``TaskBoards.plots`` drawing each
+suite/report/plots.py, ``panels`` without its family split (one axes past MANY_LINES) makes
+test_thirteen_schemes_are_drawn_in_family_panels_each_in_its_own_look fail; ``TaskBoards.plots`` drawing each
 task plot without the report's ``styles`` makes test_a_scheme_keeps_its_look_in_every_plot_of_a_report fail.
 """
 import math
@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from suite.report import boards, plots, render, styles
+from suite.report import boards, labels, plots, render, styles
 from suite.results import store
 from tests.test_report import _row, frame
 
@@ -49,12 +49,22 @@ def looks(fig) -> dict[str, tuple[str, str]]:
             for h, label in zip(handles, labels) if hasattr(h, "lines")}
 
 
-def test_thirteen_schemes_get_thirteen_colours_and_thirteen_markers(figures):
+def test_thirteen_schemes_are_drawn_in_family_panels_each_in_its_own_look(figures):
+    """Thirteen schemes (past ``plots.MANY_LINES``) on one task: a panel per family, every scheme
+    drawn (rope in the classic six's and the rotary panel, in one look), no two schemes alike, the
+    classic six in colours no other scheme takes, alibi and sinusoidal apart (both tab10 blue once)."""
     plots.plot_task(board([(s, 64, 0.5, 0.4, 0.6) for s in ZOO]), "copy")
-    got = looks(figures[0])
-    assert sorted(got) == sorted(ZOO)
-    assert len({c for c, _ in got.values()}) == 13 and len({m for _, m in got.values()}) == 13
-    assert got["alibi"][0] != got["sinusoidal"][0]  # both tab10 blue before
+    fig = figures[0]
+    assert [ax.get_title() for ax in fig.axes] == ["classic six", "rotary variants", "additive biases",
+                                                   "data-dependent", "other schemes"]
+    seen = {}
+    for line in styles.drawn(fig):
+        seen.setdefault(line["label"], set()).add((line["color"], line["marker"]))
+    assert sorted(seen) == sorted(ZOO) and all(len(v) == 1 for v in seen.values())
+    got = {label: next(iter(v)) for label, v in seen.items()}
+    assert len(set(got.values())) == 13 and got["alibi"][0] != got["sinusoidal"][0]
+    classic = ("alibi", "learned", "nope", "rope", "sinusoidal", "t5")
+    assert not {got[s][0] for s in classic} & {got[s][0] for s in ZOO if s not in classic}
 
 
 def test_a_scheme_keeps_its_look_in_every_plot_of_a_report(figures, tmp_path):
@@ -156,8 +166,9 @@ def test_a_report_rebuilt_from_the_same_runs_is_the_same_bytes(tmp_path):
     assert all((first / n).read_bytes() == (second / n).read_bytes() for n in names)
 
 
-TWENTY_FOUR = [f"scheme{i:02d}" for i in range(22)] + ["fox decay_time_max=256 decay_time_min=2",
-                                                       "randomized eval_positions=identity"]
+# no family holds these (``suite.report.families``), so all 24 stand on one axes; two labels longer than a legend shows
+TWENTY_FOUR = [f"scheme{i:02d}" for i in range(22)] + ["hybrid decay_time_max=256 decay_time_min=2",
+                                                       "pattern eval_positions=identity train_len=32"]
 
 
 def test_twenty_four_lines_have_no_clash_and_the_legend_takes_at_most_a_quarter_of_the_width(figures):
@@ -166,15 +177,16 @@ def test_twenty_four_lines_have_no_clash_and_the_legend_takes_at_most_a_quarter_
     matplotlib's renderer is at most 25 % of the figure's width, and the figure is taller than a
     four-line one.
 
-    Mutation checks: in suite/report/styles.py style() using MARKERS[i % len(MARKERS)] (a pair
-    repeats at 16 lines) makes this fail; in suite/report/plots.py legend_beside without its
+    Mutation checks: in suite/report/styles.py ``_free`` returning the pair it is asked for (two
+    hashed names share a pair) makes this fail; in suite/report/plots.py legend_beside without its
     set_size_inches (the figure stays 6.4 in wide) makes this fail; plot_task at a fixed height of
     3.6 in makes this fail."""
     plots.plot_task(board([(s, x, 0.5, 0.4, 0.6) for s in TWENTY_FOUR for x in (32, 64, 128)]), "copy")
     plots.plot_task(board([(s, x, 0.5, 0.4, 0.6) for s in ("rope", "alibi", "t5", "nope") for x in (32, 64)]), "copy")
     fig, small = figures
     got = looks(fig)
-    assert sorted(got) == sorted(TWENTY_FOUR) and len(set(got.values())) == 24
+    assert len(fig.axes) == 1 and sorted(got) == sorted(labels.short_labels(TWENTY_FOUR).values())
+    assert len(set(got.values())) == 24 and max(map(len, got)) <= labels.LABEL_MAX
     assert styles.clashes(styles.drawn(fig)) == [] and len(styles.drawn(fig)) == 24
     for f in (fig, small):
         f.tight_layout()
@@ -191,7 +203,7 @@ def test_the_report_checks_style_record_finds_a_clash_in_a_twenty_four_line_plot
     """The style record written beside a drawn plot passes the report check; the same record with
     two lines made alike fails it, naming both.
 
-    Mutation check: in suite/report/styles.py style() using MARKERS[i % len(MARKERS)] makes this fail."""
+    Mutation check: in suite/report/styles.py ``_free`` returning the pair it is asked for makes this fail."""
     from suite.report import page_check
     plot = plots.plot_task(board([(s, x, 0.5, 0.4, 0.6) for s in TWENTY_FOUR for x in (32, 64)]), "copy")
     (tmp_path / "plots").mkdir()

@@ -178,3 +178,85 @@ def split_labels(groups: dict[str, list[str]], specs: dict[str, Optional[dict]],
         if all(len({full[c] for c in set(cs)}) == len(set(cs)) for cs in groups.values()):
             return names
     return {c: f"[{c[:6]}]" for c in configs}
+
+
+LABEL_MAX = 32  # the longest label a plot's legend shows (characters)
+
+
+def _options(name: str) -> list[str]:
+    """The options of a line's label, its 'key=value' words after the first ('rope d_model=64
+    train_len=32' holds 'd_model=64' and 'train_len=32'; 'alibi swa w=16' holds 'w=16')."""
+    return [w for w in name.split(" ")[1:] if "=" in w]
+
+
+def shared_options(names) -> list[str]:
+    """The options (``_options``) every one of two or more ``names`` holds, in the first name's
+    order: what a plot's title says once instead of in every legend entry."""
+    names = list(dict.fromkeys(names))
+    if len(names) < 2:
+        return []
+    rest = [set(_options(n)) for n in names[1:]]
+    return [w for w in _options(names[0]) if all(w in r for r in rest)]
+
+
+def _abbreviated(word: str) -> str:
+    """An option 'decay_time_max=256' as 'dt_max=256': every word of its key but the last by its
+    first letter; a word that is no option ('alibi', 'swa') or has a one-word key ('w=16') unchanged."""
+    key, eq, value = word.partition("=")
+    parts = key.split("_")
+    if not eq or len(parts) < 2:
+        return word
+    return "".join(p[:1] for p in parts[:-1]) + "_" + parts[-1] + eq + value
+
+
+def _without(names: dict[str, list[str]], key: str) -> dict[str, list[str]]:
+    """Each name's words less its option on ``key``."""
+    return {n: [w for w in words if w.partition("=")[0] != key or "=" not in w] for n, words in names.items()}
+
+
+def _distinct(names: dict[str, list[str]]) -> bool:
+    return len({" ".join(words) for words in names.values()}) == len(names)
+
+
+def _fitted(names: dict[str, list[str]], limit: int) -> dict[str, list[str]]:
+    """While some label is longer than ``limit``, each option key, last first, is left out of every
+    label where the labels still read apart without it: an option the others already imply
+    ('d_model=96' beside 'name=mini') goes, one that tells two lines apart stays."""
+    keys = list(dict.fromkeys(w.partition("=")[0] for words in names.values() for w in words[1:] if "=" in w))
+    for key in reversed(keys):
+        if all(len(" ".join(words)) <= limit for words in names.values()):
+            break
+        fewer = _without(names, key)
+        if _distinct(fewer):
+            names = fewer
+    return names
+
+
+def _bounded(label: str, limit: int, digits: int = 6) -> str:
+    """``label`` cut to ``limit`` characters where longer: its start, '~' and ``digits`` hex digits
+    of its SHA-1, so two long labels never cut to one."""
+    import hashlib
+
+    if len(label) <= limit:
+        return label
+    return label[: limit - digits - 1] + "~" + hashlib.sha1(label.encode()).hexdigest()[:digits]
+
+
+def short_labels(names, limit: int = LABEL_MAX) -> dict[str, str]:
+    """{name: what one plot's legend shows}, each at most ``limit`` characters, no two alike,
+    deterministic. The options every name shares are left out (``shared_options``: the plot's
+    title says them once); a set with a label still too long has each option's key abbreviated
+    ('fox dt_max=256 dt_min=2', ``_abbreviated``, unless that names two alike), then the options
+    the others imply left out (``_fitted``); a label longer still is cut (``_bounded``). So the
+    scale board's 'rope d_ff=192 d_model=64 n_heads=4 name=tiny train_len=32 batch_size=32
+    seq_len=32' beside its other settings reads 'rope name=tiny t_len=32'."""
+    names = list(dict.fromkeys(names))
+    shared = set(shared_options(names))
+    words = {n: [w for w in n.split(" ") if w not in shared] for n in names}
+    if any(len(" ".join(ws)) > limit for ws in words.values()):
+        short = {n: [_abbreviated(w) for w in ws] for n, ws in words.items()}
+        words = _fitted(short if _distinct(short) else words, limit)
+    out = {n: _bounded(" ".join(ws), limit) for n, ws in words.items()}
+    if len(set(out.values())) < len(out):  # two alike once cut: each name whole, cut with a longer digest
+        out = {n: _bounded(n, limit, 12) for n in names}
+    return out

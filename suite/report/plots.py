@@ -1,8 +1,11 @@
 """How the report draws: each figure a ``Plot`` (PNG bytes and the style of every labelled line,
 made by ``png``), and the figure of a board, a task's (or split's) score against length
-(``plot_task``); the sections draw their other figures with the same tools (the summary heatmap,
-the recency diagnostics). Every legend sits outside the data, right of the axes in one column: the
-figure grows taller with the number of lines and wider with the longest label, so the legend never
+(``plot_task``): one axes, or small multiples where a board has many lines (one panel per setting
+on a board ranked setting by setting, one per scheme family on the zoo's, ``panels``), the score
+axis saying which way is better (``score_label``), legend labels short (``labels.short_labels``).
+The sections draw their other figures with the same tools (the summary heatmap, the recency
+diagnostics, the ranks by setting of ``rank_plot``). Every legend sits outside the data, right of
+the axes in one column: the figure grows taller with the number of lines and wider with the longest label, so the legend never
 takes more than a quarter of its width (``legend_beside``); lines are told apart by colour and
 marker together (``suite.report.styles``, no pair repeated up to 256 lines)."""
 from __future__ import annotations
@@ -19,7 +22,9 @@ import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from suite.report.boards import scheme_order  # noqa: E402
+from suite.report import families  # noqa: E402
+from suite.report.boards import metric_of, scheme_order  # noqa: E402
+from suite.report.labels import shared_options, short_labels  # noqa: E402
 from suite.report.styles import Style, drawn, style_map  # noqa: E402
 
 
@@ -47,6 +52,7 @@ def png(fig) -> Plot:
 LEGEND_SHARE = 0.23  # the most of a figure's width its legend may take (a reader's limit is a quarter;
 # the margin covers the crop of savefig's tight bounding box)
 LINE_HEIGHT = 0.16  # inches of legend a line takes at fontsize 7
+MANY_LINES = 12  # past this many schemes, a task's plot is split by family (``panels``)
 
 
 def height_for(n_lines: int, base: float = 3.6) -> float:
@@ -105,29 +111,111 @@ def _length_axis(ax, lengths: list, train_lens: list) -> None:
     ax.set_xlim(left, right)
 
 
-def plot_task(board: pd.DataFrame, task: str, styles: dict[str, Style] | None = None,
-              title: str | None = None) -> Plot:
-    """The task's headline metric against eval length, one line per scheme: mean over seeds with
-    its 95 % interval as error bars, each scheme's a little aside (``dodge``); the legend sits
-    right of the axes, in the order of the task's table (``boards.scheme_order``: best first).
-    ``styles``: each scheme's colour and marker (``styles.style_map`` of the whole report, so a
-    scheme looks the same in every plot); default, those of this board's schemes. ``title``:
-    default, the task (a split's board: 'flipflop, split dense')."""
-    b = board[board.task == task]
-    styles = styles or style_map(b.scheme)
+class Panel(NamedTuple):
+    """One axes of a task's figure: its title ('' for a figure of one axes) and its cells, whose
+    ``scheme`` names the line each belongs to (in a setting's panel, the scheme's name there)."""
+    title: str
+    board: pd.DataFrame
+
+
+def panels(b: pd.DataFrame) -> list[Panel]:
+    """The axes one task's board ``b`` is drawn on: on a board ranked setting by setting, one per
+    setting, in the settings' order (``setting_at``), its lines the schemes by their names within
+    it (``boards.primary``'s ``name``: 'rope', not 'rope d_model=64 train_len=32 ...'); else, past
+    ``MANY_LINES`` schemes, one per family (``families.split``: the zoo's classic six, rotary
+    variants, additive biases, data-dependent schemes) where they make more than one; else one."""
+    if "setting" in b and (b.setting.astype(str) != "").any():
+        order = b.drop_duplicates("setting").sort_values(["setting_at", "setting"]).setting
+        named = b.assign(scheme=b["name"]) if "name" in b else b
+        return [Panel(str(s), named[named.setting == s]) for s in order]
+    groups = families.split(scheme_order(b)) if b.scheme.nunique() > MANY_LINES else []
+    if len(groups) > 1:
+        return [Panel(title, b[b.scheme.isin(members)]) for title, members in groups]
+    return [Panel("", b)]
+
+
+def direction(higher_is_better) -> str:
+    """' (higher is better)', ' (lower is better)', or '' for a metric that is not ranked (None)."""
+    if higher_is_better is None:
+        return ""
+    return f" ({'higher' if higher_is_better else 'lower'} is better)"
+
+
+def score_label(b: pd.DataFrame) -> str:
+    """The score axis of a board's cells: its metric and which way is better, as the metric's
+    declaration the rows stored says (``boards.metric_of``, ``Metric.higher_is_better``): 'token
+    accuracy (higher is better)', 'bits per byte (lower is better)'; 'score' for no cells."""
+    if b.empty:
+        return "score"
+    return str(b.metric.iloc[0]).replace("_", " ") + direction(metric_of(b.iloc[0]).higher_is_better)
+
+
+def _draw(ax, b: pd.DataFrame, styles: dict[str, Style]) -> list[str]:
+    """One axes: ``b``'s schemes against eval length, best first (``scheme_order``), each a mean
+    with its 95 % interval, dodged (``dodge``), labelled short (``labels.short_labels``); returns
+    the options every line shares, which the legend leaves out (``labels.shared_options``)."""
     order = scheme_order(b)
-    fig, ax = plt.subplots(figsize=(6.4, height_for(len(order))), dpi=100)  # the task table's row order, so the legend ranks best first
+    short = short_labels(order)
     shifts = dodge(len(order), sorted(b.eval_len.unique()))
     for scheme, shift in zip(order, shifts):
         g = b[b.scheme == scheme].sort_values("eval_len")
         yerr = [(g["mean"] - g.ci_low).clip(lower=0).fillna(0), (g.ci_high - g["mean"]).clip(lower=0).fillna(0)]
         look = styles[scheme]
         ax.errorbar(g.eval_len * shift, g["mean"], yerr=yerr, color=look.color, marker=look.marker, ms=4, capsize=2,
-                    label=scheme)
+                    label=short[scheme])
     _length_axis(ax, sorted(b.eval_len.unique()), sorted(b.train_len.dropna().unique()))
-    ax.set_ylabel(b.metric.iloc[0] if len(b) else "score")
-    ax.set_ylim(*fitted(b))
-    ax.set_title(title or task)
+    ax.set_ylabel(score_label(b))
     ax.grid(alpha=0.3)
-    legend_beside(fig, ax)
+    return shared_options(order)
+
+
+def _titled(title: str, shared: list[str]) -> str:
+    """'copy', or 'copy (every line: w=16)' where every line shares options its label leaves out."""
+    return f"{title} (every line: {' '.join(shared)})" if shared else title
+
+
+def _grid(parts: list[Panel]):
+    """(figure, its axes, one per panel): one axes 6.4 in wide, or small multiples two abreast,
+    each row tall enough for the longest legend of the figure (``height_for``)."""
+    ncols = 1 if len(parts) == 1 else 2
+    nrows = -(-len(parts) // ncols)
+    lines = max((p.board.scheme.nunique() for p in parts), default=0)
+    row = height_for(lines) if ncols == 1 else height_for(lines, 3.2)
+    fig, grid = plt.subplots(nrows, ncols, figsize=(6.4 * ncols, row * nrows), dpi=100, squeeze=False)
+    for ax in grid.flat[len(parts):]:
+        ax.remove()
+    return fig, list(grid.flat[:len(parts)])
+
+
+def plot_task(board: pd.DataFrame, task: str, styles: dict[str, Style] | None = None,
+              title: str | None = None) -> Plot:
+    """The task's headline metric against eval length, one line per scheme: mean over seeds with
+    its 95 % interval as error bars, each scheme's a little aside (``dodge``), on the axes of
+    ``panels``: one, or small multiples (a setting's or a family's, titled so under the task's
+    title), two abreast, all on one y range (``fitted`` over the whole task), each with its own
+    length axis and its legend right of it, in the order of its table (``scheme_order``: best
+    first), labels short (``labels.short_labels``; the options every line of an axes shares in its
+    title). ``styles``: each line's colour and marker (``styles.style_map`` of the whole report:
+    by scheme, or by name within the setting on a board ranked setting by setting,
+    ``line_styles``), so a line looks the same in every plot; a line it lacks takes its own look
+    (``style_map``, fixed by its name). ``title``: default, the task ('flipflop, split dense')."""
+    b = board[board.task == task]
+    parts = panels(b)
+    styles = {**style_map(s for p in parts for s in p.board.scheme), **(styles or {})}
+    fig, axes = _grid(parts)
+    limits = fitted(b)
+    for ax, part in zip(axes, parts):
+        shared = _draw(ax, part.board, styles)
+        ax.set_ylim(*limits)
+        ax.set_title(_titled(part.title or title or task, shared), fontsize=10 if part.title else None)
+        legend_beside(fig, ax)
+    if parts[0].title:
+        fig.suptitle(title or task)
     return png(fig)
+
+
+def line_styles(boards_) -> dict[str, Style]:
+    """Each line's look in a report's task plots where the board is ranked setting by setting: by
+    the scheme's name within its setting ('alibi' in every setting one look: ``styles.style_map``
+    of every name of ``boards_``)."""
+    return style_map(n for b in boards_ if "name" in b for n in b["name"])

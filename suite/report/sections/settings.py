@@ -4,21 +4,24 @@ computed once in the report's context, since the verdict states its finding too)
 no task meets two settings (the flagship trains its text family at 64 bytes and the rest at 32
 tokens, a choice per family) has no such section.
 
-The section shows the per-setting ranks with each OOD MRR, Kendall's tau between every pair of
-settings with its bootstrap interval (resampling the shared tasks, then the seeds), the schemes
-whose rank moves, and the finding; ranking_by_setting.csv and kendall_tau.csv hold the numbers.
+The section shows the per-setting ranks with each OOD MRR (a table, and a bump chart of the ranks,
+``rank_plot``), Kendall's tau between every pair of settings with its bootstrap interval
+(resampling the shared tasks, then the seeds), the schemes whose rank moves, and the finding; ranking_by_setting.csv and kendall_tau.csv hold the numbers.
 """
 from __future__ import annotations
 
 import pandas as pd
 
 from suite.report import boards, ranking, stats
-from suite.report.blocks import Heading, Paragraph, Strong, Table
+from suite.report.blocks import Heading, Image, Paragraph, Strong, Table
+from suite.report.plots import line_styles
+from suite.report.rank_plot import plot_ranks, rank_order
 from suite.report.sections.base import Section
 from suite.report.stability import MOVE_LIMIT, tau_text
 
 TITLE = "Does the ranking hold?"
 CSV_NAMES = ("ranking_by_setting.csv", "kendall_tau.csv")
+PLOT = "ranking_by_setting"  # plots/ranking_by_setting.png: the ranks as a bump chart (``rank_plot``)
 
 
 class Settings(Section):
@@ -31,11 +34,16 @@ class Settings(Section):
     def blocks(self, built, ctx):
         out = [Heading(TITLE), Strong(built["finding"], id="ranking-holds"), Paragraph(text(built)),
                Table(ranking_display(built), id="ranking-by-setting"),
+               Image(PLOT, "rank of each scheme in each setting"),
                Table(tau_display(built), index=False, floatfmt="g", id="kendall-tau")]
         return out + ([Table(moves_display(built), index=False, floatfmt="g")] if len(built["moves"]) else [])
 
     def csvs(self, built, ctx):
         return csvs(built)
+
+    def plots(self, built, ctx):
+        """The ranks by setting as a bump chart, each scheme in the look of the task plots' lines."""
+        return {PLOT: plot_ranks(built["ranking"], built["settings"], line_styles([ctx.board, *ctx.splits.values()]))}
 
 
 def ranking_display(s: dict) -> pd.DataFrame:
@@ -43,9 +51,7 @@ def ranking_display(s: dict) -> pd.DataFrame:
     r = s["ranking"]
     cells = r.assign(cell=[f"{k} ({m:.2f})" for k, m in zip(r["rank"], r.mrr_ood)])
     t = cells.pivot(index="scheme", columns="setting", values="cell").reindex(columns=s["settings"])
-    order = r.groupby("scheme")["rank"].mean().sort_values(kind="stable")
-    order = sorted(order.index, key=lambda name: (order[name], name))
-    t = t.loc[order].fillna(boards.EMPTY)
+    t = t.loc[rank_order(r)].fillna(boards.EMPTY)
     t.columns.name = None
     t.index.name = "scheme"
     return t
@@ -76,7 +82,8 @@ def text(s: dict) -> str:
             f"each setting, never across settings; this section says whether those rankings agree. {tasks}First "
             f"table: in each setting, each scheme's rank and, in brackets, its OOD MRR computed from that setting's "
             f"cells only, over every run as the headline MRR is (schemes named without the setting, so a row is one "
-            f"scheme in every setting; rank 1 plus the number of schemes with a higher MRR; '-': not ranked there). "
+            f"scheme in every setting; rank 1 plus the number of schemes with a higher MRR; '-': not ranked there); "
+            f"the chart after it draws the same ranks, one line per scheme across the settings, rank 1 on top. "
             f"Second: Kendall's tau-b between every pair of settings' MRRs over the schemes both rank (1: the same "
             f"order, -1: reversed), with a 95 % percentile bootstrap interval of {s['reps']} replicates (seed "
             f"{ranking.BOOTSTRAP_SEED}), each drawing the tasks with replacement (the same tasks in every setting), "

@@ -11,7 +11,7 @@ import pandas as pd
 from suite.report.blocks import Heading, Image, Paragraph, Table
 from suite.report.boards import BOARD_CSV, pivot
 from suite.report.ranking import in_order
-from suite.report.plots import plot_task
+from suite.report.plots import line_styles, plot_task
 from suite.report.sections.base import Section
 
 SPLIT_TEXT = ("The task's evaluation set mixes splits drawn from different distributions, not all of which it "
@@ -46,10 +46,12 @@ class TaskBoards(Section):
         return out
 
     def plots(self, built, ctx):
-        """Each task's plot and each split's, every scheme in the report's style."""
-        out = {task: plot_task(ctx.board, task, ctx.styles) for task in built}
+        """Each task's plot and each split's, every scheme in the report's style (on a board ranked
+        setting by setting, every scheme's name within its setting: ``plots.line_styles``)."""
+        looks = line_styles([ctx.board, *ctx.splits.values()]) if ctx.setting_order else ctx.styles
+        out = {task: plot_task(ctx.board, task, looks) for task in built}
         for (task, split), board in ctx.splits.items():
-            out[split_plot(task, split)] = plot_task(board, task, ctx.styles, title=f"{task}, split {split}")
+            out[split_plot(task, split)] = plot_task(board, task, looks, title=f"{task}, split {split}")
         return out
 
 

@@ -21,6 +21,7 @@ import pandas as pd
 from suite.report import stats
 from suite.report.blocks import Alert, Heading, Image, Paragraph, Strong
 from suite.report.boards import first_ood
+from suite.report.labels import shared_options, short_labels
 from suite.report.ranking import BOOTSTRAP_REPS, LEARNED
 from suite.report.plots import Plot, plt, png
 from suite.report.sections.base import Section
@@ -197,7 +198,7 @@ def _lengths(eval_lens: pd.Series) -> str:
 def plot_summary(board: pd.DataFrame, order: list[str]) -> Plot | None:
     """Heatmap of schemes (rows, in ``order``: the headline MRR's, best first) x tasks at each task's first eval
     length beyond training, coloured by the headline metric's mean over seeds, each cell annotated
-    with the mean and its 95 % interval (or why it is empty)."""
+    with the mean and its 95 % interval (or why it is empty); rows labelled short (``labels.short_labels``)."""
     first = first_ood(board)
     if first.empty:
         return None
@@ -214,7 +215,10 @@ def plot_summary(board: pd.DataFrame, order: list[str]) -> Plot | None:
                 color="white" if r["n"] and r["mean"] < 0.55 else "black")
     image = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis", vmin=0, vmax=1, aspect="auto")
     ax.set_xticks(range(len(tasks)), [f"{t}\n{_lengths(first[first.task == t].eval_len)} tokens" for t in tasks], fontsize=8)
-    ax.set_yticks(range(len(schemes)), schemes, fontsize=8)
-    ax.set_title("first length beyond training: mean over seeds [95 % interval]", fontsize=9)
+    short = short_labels(schemes)  # 'alibi d_ff=192 t_len=32', not the scale board's 90 characters
+    ax.set_yticks(range(len(schemes)), [short[s] for s in schemes], fontsize=8)
+    shared = shared_options(schemes)  # what the short labels leave out, said once
+    ax.set_title("first length beyond training: mean over seeds [95 % interval]"
+                 + (f"\nevery row: {' '.join(shared)}" if shared else ""), fontsize=9)
     fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02, label="headline metric")
     return png(fig)
