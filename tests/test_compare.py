@@ -288,3 +288,29 @@ def test_a_single_fresh_run_is_judged_against_a_shipped_cell(tmp_path, capsys):
     assert (row["diff_low [B]"], row["diff_high [B]"]) == (pytest.approx(0.45 - half), pytest.approx(0.45 + half))
     assert main([str(a), str(b), "--out", str(tmp_path / "cmp")]) == 0
     assert "+0.450 [+0.351, +0.549]  better" in capsys.readouterr().out
+
+
+def test_what_is_not_in_every_source_is_named_with_its_source(tmp_path, capsys):
+    """A's rope and B's rope trained 20 steps are different configurations: each is named under its
+    source ('rope on copy'), and B's alibi cell at 64, which A never evaluated, is counted; with no
+    configuration shared, the refusal names every one left out.
+
+    Mutation checks: ``left_out`` naming nothing (``alone`` taken from the shared configurations)
+    makes this fail, and so does ``main`` not printing its text; ``lost`` counting every cell of the
+    shared configurations (``key in keys``) makes it fail on the cell count."""
+    a = tmp_path / "fresh"
+    _store(a, "a", spec("position=rope"), "rope", {32: [0.9, 0.8, 1.0]}, code="aaaa")
+    _store(a, "a", spec("position=alibi"), "alibi", {32: [0.9, 0.95, 1.0]}, code="aaaa")
+    b = tmp_path / "other"
+    _store(b, "b", spec("position=rope", "train.steps=20"), "rope", {32: [0.5, 0.7, 0.6]}, code="bbbb")
+    _store(b, "b", spec("position=alibi"), "alibi", {32: [0.92, 0.97, 0.95], 64: [0.5, 0.6, 0.7]}, code="bbbb")
+    assert main([str(a / "a"), str(b / "b"), "--out", str(tmp_path / "cmp")]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    at = lines.index("left out, not in every source (cells match by the stored spec less seed, code, sweep):")
+    assert lines[at + 1:at + 3] == [f"  {a / 'a'}: rope on copy", f"  {b / 'b'}: rope on copy, 1 cell of shared configurations"]
+    c = tmp_path / "swa"
+    _store(c, "c", spec("position=t5"), "t5", {32: [0.9, 0.8, 1.0]}, code="cccc")
+    assert main([str(a / "a"), str(c / "c"), "--out", str(tmp_path / "cmp")]) == 1
+    err = capsys.readouterr().err
+    assert f"  {a / 'a'}: " in err and "rope on copy" in err and "alibi on copy" in err and f"  {c / 'c'}: t5 on copy" in err

@@ -11,7 +11,8 @@ too), so fresh runs match a shipped board and two shipped boards holding the sam
 other. The first source is compared with each other one: its mean minus theirs over seeds with
 Welch's 95 % t interval (for one seed against several, the prediction interval of one draw), and
 a verdict (same, better, worse, not separated, ...;
-``suite.report.difference``). Writes ``compare.csv`` and ``compare.png`` under ``--out``; exits 1
+``suite.report.difference``). What is not in every source is named, not dropped silently: each
+configuration left out by its label and task, under the source that holds it (``left_out``). Writes ``compare.csv`` and ``compare.png`` under ``--out``; exits 1
 when a source holds no results or no configuration is in every source, 2 on a bad ``--out``, source
 or ``--metric`` (``suite.commandline.check_output``, ``store.read_source``, ``suite.report.choices``)."""
 from __future__ import annotations
@@ -84,8 +85,10 @@ def _direction(x) -> bool | None:
     return None if x is None or pd.isna(x) else bool(x)
 
 
-def compare_table(frames: dict[str, pd.DataFrame], metric: str | None = None) -> pd.DataFrame:
-    """One row per (configuration, task, eval length, metric) present in every source: ``scheme``
+def compare_table(frames: dict[str, pd.DataFrame], metric: str | None = None,
+                  boards: dict[str, pd.DataFrame] | None = None) -> pd.DataFrame:
+    """One row per (configuration, task, eval length, metric) present in every source (``boards``:
+    each source's ``cells`` where already built; ``left_out`` names the rest): ``scheme``
     (the first source's label), ``higher_is_better``, ``train_len``, then ``mean``, ``ci_low``,
     ``ci_high``, ``n_seeds``, ``not_learned``, ``runs`` and ``values`` per source, each suffixed ``[<source>]``, then per
     source after the first ``diff``, ``diff_low``, ``diff_high`` (the first source's mean minus
@@ -93,7 +96,7 @@ def compare_table(frames: dict[str, pd.DataFrame], metric: str | None = None) ->
     sources = list(frames)
     merged = None
     for source, df in frames.items():
-        board = cells(df, metric)
+        board = cells(df, metric) if boards is None else boards[source]
         if merged is None:
             merged = board.rename(columns={c: f"{c} [{source}]" for c in (*PER_SOURCE, "values")})
             continue
@@ -109,6 +112,34 @@ def compare_table(frames: dict[str, pd.DataFrame], metric: str | None = None) ->
         merged[f"verdict [{other}]"] = pd.Series(
             [verdict(a, b, _direction(h)) for (a, b), h in zip(pairs, merged.higher_is_better)], index=merged.index, dtype=object)
     return merged.sort_values(["task", "scheme", "eval_len"]).reset_index(drop=True)
+
+
+def left_out(boards: dict[str, pd.DataFrame]) -> dict[str, list[str]]:
+    """Per source (of ``boards``: each source's ``cells``), what the comparison leaves out because
+    it is not in every source: each configuration not in all of them, by its short label there and
+    task ('rope on copy'), then '<n> cells of shared configurations' for the cells of configurations
+    in every source at an eval length or metric not in every one. Sources that lose nothing are absent."""
+    shared = set.intersection(*(set(board.config) for board in boards.values()))
+    keys = set.intersection(*(set(map(tuple, board[KEY].itertuples(index=False))) for board in boards.values()))
+    out = {}
+    for source, board in boards.items():
+        alone = board[~board.config.isin(shared)]
+        names = list(dict.fromkeys(f"{scheme} on {task}" for scheme, task in zip(alone.scheme, alone.task)))
+        rest = board[board.config.isin(shared)]
+        lost = sum(key not in keys for key in map(tuple, rest[KEY].itertuples(index=False)))
+        names += [f"{lost} cell{'s' if lost > 1 else ''} of shared configurations"] if lost else []
+        if names:
+            out[source] = names
+    return out
+
+
+def left_out_text(missing: dict[str, list[str]]) -> str:
+    """``left_out`` as the terminal shows it: one line per source after a header line, '' when
+    nothing is left out."""
+    if not missing:
+        return ""
+    lines = [f"left out, not in every source (cells match by the stored spec less {', '.join(IGNORED)}):"]
+    return "\n".join(lines + [f"  {source}: {', '.join(names)}" for source, names in missing.items()])
 
 
 def csv_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -149,14 +180,18 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report.comp
     names = unique_names(args.sources)
     frames = {name: read[source] for name, source in zip(names, args.sources)}
     choices.check_metric(p.prog, args.metric, frames)
-    table = compare_table(frames, args.metric)
+    boards = {name: cells(df, args.metric) for name, df in frames.items()}
+    table = compare_table(frames, args.metric, boards)
+    missing = left_out_text(left_out(boards))
     if table.empty:
         print(f"no configuration is in all of {', '.join(args.sources)} (cells match by the stored spec less "
-              f"{', '.join(IGNORED)})", file=sys.stderr)
+              f"{', '.join(IGNORED)})" + (f"\n{missing}" if missing else ""), file=sys.stderr)
         return 1
     files.write_atomic(out / "compare.csv", csv_table(table).to_csv(index=False))
     files.write_atomic(out / "compare.png", plot(table, names))
     print(render(table, names, {s: df.run_id.nunique() for s, df in frames.items()}))
+    if missing:
+        print(missing)
     print(f"wrote {out / 'compare.csv'} and {out / 'compare.png'}")
     return 0
 
