@@ -16,6 +16,7 @@ import pytest
 from suite.report.compare import compare_table, main
 from suite.report.compare_plot import plot
 from suite.report.compare_text import render
+from suite.report.styles import style_map
 from suite.results import shipped, store
 from tests.conftest import make_spec, spec_for
 from tests.test_report import _row
@@ -242,7 +243,11 @@ def test_one_source_or_no_shared_configuration_is_an_error(tmp_path, capsys):
 
 
 def test_the_comparison_plot_gives_each_of_thirteen_schemes_its_own_look(monkeypatch):
-    """Mutation check: plot colouring by f"C{i % 10}" again makes this fail."""
+    """Thirteen schemes, thirteen looks (colour and marker), each the look its name gives in every
+    report (``styles.style_map``: the colour fixed by the name, so two of them may share one and
+    be told apart by the marker), the same for both sources.
+
+    Mutation check: plot colouring by f"C{i % 10}" again makes this fail."""
     schemes = [f"scheme{i:02d}" for i in range(13)]
     table = pd.DataFrame({"task": "copy", "scheme": schemes, "eval_len": 64, "train_len": 32, "metric": "exact_match",
                           "higher_is_better": True, **{f"{c} [{s}]": v for s in "AB" for c, v in
@@ -255,7 +260,8 @@ def test_the_comparison_plot_gives_each_of_thirteen_schemes_its_own_look(monkeyp
     looks = {line.get_label(): (matplotlib.colors.to_hex(line.get_color()), line.get_marker()) for line in lines}
     for source in ("A", "B"):  # one look per scheme, the same for both sources (told apart by line style)
         of = [looks[f"{s} [{source}]"] for s in schemes]
-        assert len(set(of)) == 13 and len({c for c, _ in of}) == 13
+        assert len(set(of)) == 13
+        assert of == [(matplotlib.colors.to_hex(style_map(schemes)[s].color), style_map(schemes)[s].marker) for s in schemes]
     assert all(looks[f"{s} [A]"] == looks[f"{s} [B]"] for s in schemes)
     monkeypatch.undo()
     plt.close(figures[0])

@@ -74,6 +74,15 @@ def test_the_command_draws_a_folder_per_cell_and_prints_the_table(toy, tmp_path,
     assert "measured once, at the end of training" in text
 
 
+def test_without_out_the_plot_goes_to_the_git_ignored_local_folder(toy, tmp_path, monkeypatch, capsys):
+    """Mutation check: the default back to ``curve-<name>.png`` in the working folder makes this fail."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert curve.main([str(toy / "toy")]) == 0
+    assert [p.relative_to(work).as_posix() for p in work.rglob("*") if p.is_file()] == ["reports-local/curve-toy.png"]
+
+
 def test_a_run_id_draws_that_run_alone(toy, tmp_path, capsys):
     rid = run_id(make_spec(*TOY, "position=nope", "seed=0"))
     assert curve.main([rid.rsplit("-", 1)[1], "--results", str(toy), "--out", str(tmp_path / "one.png")]) == 0

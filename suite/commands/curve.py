@@ -377,11 +377,12 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.commands.cu
     p.add_argument("--results", default="results", help="the folder a run id is searched in (default: results)")
     p.add_argument("--runs", action="store_true", help="one curve per run, not per cell (a cell: runs identical but "
                                                       "for the seed, drawn as the mean with a min-max band)")
-    p.add_argument("--out", default=None, help="the PNG to write (default: curve-<run id or source name>.png here)")
+    p.add_argument("--out", default=None,
+                   help="the PNG to write (default: reports-local/curve-<run id or source name>.png, git-ignored)")
     p.add_argument("--task", default=None, help="only the runs of these tasks (comma-separated: copy,vt)")
     args = p.parse_args(argv)
     name = Path(args.source).name.removesuffix(".jsonl.gz").removesuffix(".json") or "curve"
-    out = check_output(p.prog, "--out", f"curve-{name}.png" if args.out is None else args.out, kind="file")
+    out = check_output(p.prog, "--out", f"reports-local/curve-{name}.png" if args.out is None else args.out, kind="file")
     payloads = load_runs(args.source, args.results)
     if args.task is not None:
         payloads = of_tasks(payloads, args.task, p.prog)

@@ -35,6 +35,8 @@ from suite.results import store
 
 # the tables, statistics and plots are imported by ``main`` after parsing, so --help answers before they load
 SHIPPED_OUT, LOCAL_OUT = "reports", "reports-local"  # the published boards' reports (tracked); every other build (ignored)
+OUT_HELP = (f"where the report goes, as <out>/<sweep>/ (default: {SHIPPED_OUT}/ for a board built from its own shipped "
+            f"rows as they are, else {LOCAL_OUT}/)")
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -46,9 +48,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--published", default=store.PUBLISHED, help="the folder of shipped result files")
     p.add_argument("--beside", action="append", default=[], metavar="PATH",
                    help="also show the runs of PATH (a results folder or a .jsonl.gz), in cells of their own")
-    p.add_argument("--out", default=None,
-                   help=f"where the report goes, as <out>/<sweep>/ (default: {SHIPPED_OUT}/ for a board built from its own "
-                        f"shipped rows as they are, else {LOCAL_OUT}/)")
+    p.add_argument("--out", default=None, help=OUT_HELP)
     p.add_argument("--tie", default="min", choices=choices.TIE_RULES,
                    help="MRR tie rule: min (ties share the best rank) or average")
     p.add_argument("--metric", default=None,

@@ -162,7 +162,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report.comp
     p = parser(prog, __doc__)
     p.add_argument("sources", nargs="+", help="results folders (results/<sweep>) or published/<sweep>.jsonl.gz files; "
                                               "the first is compared with each other one")
-    p.add_argument("--out", default="reports/compare", help="where compare.csv and compare.png go (default: reports/compare)")
+    p.add_argument("--out", default="reports-local/compare",
+                   help="where compare.csv and compare.png go (default: reports-local/compare, git-ignored)")
     p.add_argument("--metric", default=None, help="score every task by this metric (default: each task's headline metric)")
     args = p.parse_args(argv)
     if len(args.sources) < 2:
