@@ -27,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from suite.commands import rank_output
 from suite.report import boards, placement, ranking
 from suite.results import store
 from tests.test_report import _row, frame
@@ -63,6 +64,11 @@ def test_the_arm_places_by_ood_mrr_with_separation_from_its_neighbours():
     assert (p.place, p.of, p.above, p.separated_above, p.below, p.separated_below) == (2, 4, "x", "yes", "y", "no")
     tied = placement.place(table.assign(mrr_ood=[0.9, 0.6, 0.6, 0.2]), ["y"]).iloc[0]
     assert tied.place == 2  # a scheme tied with the one above it shares its place
+    # one seed of one task: every interval a single point, so separation is not judged
+    points = table.assign(mrr_ood_low=table.mrr_ood, mrr_ood_high=table.mrr_ood)
+    p = placement.place(points, ["new"]).iloc[0]
+    assert (p.separated_above, p.separated_below) == ("n/a", "n/a")
+    assert "separation not judged" in rank_output.verdict(p, points, "seeds 0")
 
 
 def test_paired_differences_are_signed_and_counted_by_the_tie_margin():

@@ -20,13 +20,17 @@ def _interval(m, lo, hi) -> str:
     return "-" if pd.isna(m) else f"{m:.2f} [{lo:.2f}, {hi:.2f}]"
 
 
+SEPARATION = {"yes": "separated", "no": "not separated (the intervals overlap)",
+              "n/a": "separation not judged (both intervals are single points: one seed of one task leaves the "
+                     "bootstrap nothing to resample)"}
+
+
 def verdict(p, table: pd.DataFrame, subset: str | None) -> str:
     """One line of the arm's place (a ``placement.place`` row): its OOD MRR with its interval, and
     whether that interval is separated from those of the schemes above and below it."""
     at = table.set_index("scheme")
     sides = [f"{side} {p[side]} {_interval(*at.loc[p[side], ['mrr_ood', 'mrr_ood_low', 'mrr_ood_high']])}: "
-             f"{'separated' if p[f'separated_{side}'] == 'yes' else 'not separated (the intervals overlap)'}"
-             for side in ("above", "below") if p[side]]
+             f"{SEPARATION[p[f'separated_{side}']]}" for side in ("above", "below") if p[side]]
     where = f" in setting {p['setting']}" if p["setting"] else ""
     on = " on a subset of the board's grid (not like for like)" if subset else ""
     return (f"{p['scheme']} places {p['place']} of {p['of']}{where} by OOD MRR{on}: "

@@ -100,13 +100,22 @@ def _overlap(a, b) -> bool:
     return bool(a.mrr_ood_low <= b.mrr_ood_high and b.mrr_ood_low <= a.mrr_ood_high)
 
 
+def _separation(a, b) -> str:
+    """'yes' where the two OOD MRR intervals are disjoint, 'no' where they overlap, and 'n/a' where
+    both are single points (one seed of one task: the bootstrap had nothing to resample, so two
+    different values say nothing of separation)."""
+    if a.mrr_ood_low == a.mrr_ood_high and b.mrr_ood_low == b.mrr_ood_high:
+        return "n/a"
+    return "no" if _overlap(a, b) else "yes"
+
+
 def place(table: pd.DataFrame, arm: list[str]) -> pd.DataFrame:
     """Per arm scheme of an MRR table with intervals (``ranking.mrr_intervals``/``mrr_every``,
     sorted best first setting by setting): ``scheme, setting, place`` (1 plus the schemes of its
     setting with a higher OOD MRR), ``of`` (the schemes there), ``mrr_ood, mrr_ood_low,
     mrr_ood_high``, ``above`` and ``below`` (the next schemes in the table's order, '' at an end)
     and ``separated_above``/``separated_below``: whether the arm's interval and theirs are
-    disjoint ("yes"/"no", "" at an end)."""
+    disjoint ("yes"/"no"; "n/a" where both are single points, ``_separation``; "" at an end)."""
     out = []
     for scheme in arm:
         at = table.setting_at[table.scheme == scheme].iloc[0] if "setting_at" in table else 0
@@ -120,7 +129,7 @@ def place(table: pd.DataFrame, arm: list[str]) -> pd.DataFrame:
         for side, j in (("above", i - 1), ("below", i + 1)):
             there = 0 <= j < len(field)
             row[side] = field.scheme.iloc[j] if there else ""
-            row[f"separated_{side}"] = ("no" if _overlap(me, field.iloc[j]) else "yes") if there else ""
+            row[f"separated_{side}"] = _separation(me, field.iloc[j]) if there else ""
         out.append(row)
     return pd.DataFrame(out)
 
