@@ -234,6 +234,7 @@ def _moved_by_an_edit(root, files) -> dict[str, bool]:
     return moved
 
 
+@pytest.mark.exhaustive  # every numeric file edited in turn; test_a_piece_changes_only_the_runs_that_use_it runs in make test
 def test_an_edit_to_any_numeric_file_changes_the_run_id(tree):
     """In a copy of the code, a statement appended to each file of a run's closure in turn changes
     that run's digest; the same edit to the entry point, a report, lm-eval, bench, tracking or

@@ -37,6 +37,7 @@ def fresh_copy(shipped: Path, results: Path, sweep: str = "fresh") -> Path:
     return results / sweep
 
 
+@pytest.mark.exhaustive  # every shipped board read; the default board is matched in make test
 def test_the_shipped_boards_are_what_the_fresh_copy_assumes():
     """Every shipped board is here, and today's code rebuilds every spec in it."""
     assert {"default.jsonl.gz", "flagship.jsonl.gz", "zoo.jsonl.gz"} <= set(BOARDS)
@@ -93,6 +94,7 @@ def test_fresh_runs_match_every_cell_of_a_shipped_board_both_ways(tmp_path, name
         assert (table.loc[ok, f"verdict [{other}]"] == "same").all() and ok.any()
 
 
+@pytest.mark.exhaustive  # every shipped board read; the default board is matched in make test
 def test_two_shipped_boards_of_the_same_runs_match_both_ways(tmp_path, capsys):
     """default (specs naming their sweep) and the flagship (specs naming none): the 72 cells of
     default's two tasks, from the command in either order, each line within 120 columns.

@@ -16,6 +16,8 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests import forked_cli
 from suite import files
 from suite.results import store
@@ -175,6 +177,7 @@ def test_finished_line_shows_the_headline_at_every_eval_length():
                                                             " | vt string_match_all 64: 0.5000")
 
 
+@pytest.mark.exhaustive  # a two-worker sweep; the finished line of one run, a task set and a diverged run run in make test
 def test_a_sweep_off_a_terminal_shows_steps_and_one_line_per_finished_run(tmp_path):
     # the default launcher, Hydra's joblib one, as `make sweep` runs it: it pickles the task
     # function into two worker processes

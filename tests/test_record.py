@@ -121,6 +121,7 @@ sys.exit(code)
 """
 
 
+@pytest.mark.exhaustive  # a whole shipped board rebuilt in a fresh interpreter
 def test_a_shipped_board_rebuilds_with_no_task_code_importable(tmp_path):
     args = ["state", "--from", "published", "--published", str(ROOT / "published")]
     out = subprocess.run([sys.executable, "-c", BLOCKED, *args, "--out", str(tmp_path / "blocked")],

@@ -6,6 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests import forked_cli
 from suite.results import store
 from suite.report import boards, labels
@@ -122,6 +124,7 @@ def _declared(spec: dict, flat: dict, key: str):
     return json.loads(found.pop()) if len(found) == 1 else None
 
 
+@pytest.mark.exhaustive  # every arch of the catalogue composed
 def test_no_label_over_the_arch_catalogue_names_an_option_at_none_or_at_its_default():
     """Every arch of conf/arch as one group, so every option that differs between any two is a
     label key: no label holds '=None' or an option equal to its scheme's declared default, and the

@@ -51,6 +51,7 @@ def test_submitit_local_keeps_its_files_in_the_sweep_folder():
     assert folder == "/x/h/.submitit" and "%" not in folder  # under the sweep folder, no placeholder left
 
 
+@pytest.mark.exhaustive  # submitit's local executor starts its own processes
 def test_submitit_local_multirun_stores_both_runs(tmp_path):
     args = [sys.executable, "-m", "suite.run", "-m", "launcher=submitit_local", *QUICK, "position=nope,alibi",
             f"results_dir={tmp_path}", "sweep_name=sub", f"hydra.sweep.dir={tmp_path}/h"]

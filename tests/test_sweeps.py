@@ -100,9 +100,8 @@ def test_the_zoos_classic_runs_are_the_flagships_own():
     assert len(zoo) == 23 * 4 * 3 and len(shared) == 6 * 4 * 3 and shared <= flagship
 
 
-# make test builds every job of the CPU sweeps the tests run anyway; zoo (276 jobs), kz, state,
-# flipflop_path and gpu under make test-exhaustive
-@pytest.mark.parametrize("name", fast_or_exhaustive(SWEEPS, {"default", "windows", "hybrids"}))
+# make test builds every job of the default sweep (make sweep's); every other sweep under make test-exhaustive
+@pytest.mark.parametrize("name", fast_or_exhaustive(SWEEPS, {"default"}))
 def test_every_sweep_is_a_multirun_of_configurations_each_with_several_seeds(name):
     cfg = _sweep_cfg(name)
     assert str(cfg.hydra.mode) == "RunMode.MULTIRUN" and cfg.sweep_name == name
