@@ -81,6 +81,11 @@ WRITERS = [
      lambda p, w: ["unpack", "s", "--published", str(w / "published"), "--results", p]),
     ("lmeval-output-path", "suite.lmeval", "--output_path", False,
      lambda p, w: ["--model", "hf", "--tasks", "posbench_copy", "--output_path", p]),
+    ("export-out", "suite.commands.export", "--out", True,
+     lambda p, w: ["s", "--published", str(w / "published"), "--format", "csv", "--out", p]),
+    ("rank-out", "suite.commands.rank", "--out", False,
+     lambda p, w: ["position=alibi", "--board", "rank_fixture", "--sweep-file", str(ROOT / "tests/data/sweep/rank_fixture.yaml"),
+                   "--published", str(ROOT / "tests/data/published"), "--out", p]),
     ("bench-perf-out", "suite.bench.perf", "--out", False, lambda p, w: ["--out", p]),
     ("bench-numerics-out", "suite.bench.numerics", "--out", False, lambda p, w: ["--out", p]),
     ("bench-gpu-out", "suite.bench.gpu", "--out", False, lambda p, w: ["--out", p]),
@@ -132,7 +137,7 @@ def test_every_writer_refuses_every_bad_output_path_before_any_work(tmp_path, re
 
 
 def test_there_is_a_case_for_every_writer_and_every_bad_path():
-    assert len(CASES) == len(WRITERS) * len(BAD_KINDS) == 52
+    assert len(CASES) == len(WRITERS) * len(BAD_KINDS) == 60
     with_out = {".".join(f.relative_to(ROOT).with_suffix("").parts).removesuffix(".__main__")
                 for f in (ROOT / "suite").rglob("*.py") if 'add_argument("--out"' in f.read_text()}
     assert with_out <= {w[1] for w in WRITERS}, with_out - {w[1] for w in WRITERS}  # every --out is in the grid

@@ -76,13 +76,15 @@ def board_source(prog: str, args) -> tuple[Path, Path]:
     return sweep, shipped
 
 
-def check_out(prog: str, out: Path) -> Path:
-    """``out`` when the command may write there: not under reports/ or published/ of the checkout."""
+def check_out(prog: str, out: str | Path) -> Path:
+    """``out`` when the command may write there (``check_output``: an empty path, a file in the way,
+    a folder it cannot write are refused), and not under reports/ or published/ of the checkout."""
+    out = check_output(prog, "--out", out)
     for kept in ("reports", store.PUBLISHED):
         if out.resolve().is_relative_to((ROOT / kept).resolve()):
             raise Refused(f"{prog}: error: --out {str(out)!r} is under {kept}/, which rank never changes; "
                           "choose another folder (default: reports-local/rank/<board>-<label>)")
-    return check_output(prog, "--out", out)
+    return out
 
 
 def _subset(prog: str, option: str, text: str | None, what: str) -> list[str] | None:
@@ -103,7 +105,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.commands.ra
     name = f"{args.board}-{label}"
     if (problem := files.sweep_name_problem(name)) is not None:
         raise Refused(f"{prog}: error: the rank's name {problem}")
-    out = check_out(prog, Path(args.out) if args.out else Path("reports-local") / "rank" / name)
+    out = check_out(prog, args.out if args.out is not None else Path("reports-local") / "rank" / name)
     seeds, tasks = _subset(prog, "--seeds", args.seeds, "seed"), _subset(prog, "--tasks", args.tasks, "task")
     from suite.commands import rank_grid
     from suite.report import placement
