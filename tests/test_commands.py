@@ -40,6 +40,7 @@ def test_the_gpu_sweep_runs_one_job_at_a_time_locally_and_the_default_two():
     assert _hydra_cfg("+sweep=gpu", "launcher=slurm").hydra.launcher.gpus_per_node == 1
 
 
+@pytest.mark.exhaustive  # composes the SLURM launcher's config
 def test_the_slurm_readme_command_composes_under_cfg_hydra():
     """The README's SLURM line, run as written with ``--cfg hydra`` (prints, trains nothing)."""
     import sys

@@ -156,6 +156,7 @@ SLOW_TRAINING_THEN_DEATH_IN_EVALUATION = (
 )
 
 
+@pytest.mark.exhaustive  # the kill during training runs in make test
 def test_a_run_killed_during_evaluation_stores_the_runs_time(tmp_path):
     """The first process trains (3 s and more) and dies evaluating; the rerun restores the
     training and stores wall_s and timing that hold the first process's work, not only its own."""

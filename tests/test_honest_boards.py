@@ -133,6 +133,7 @@ def test_one_task_set_shows_no_ranked_on_column():
     assert "ranked on" not in shown
 
 
+@pytest.mark.exhaustive  # expands the windows sweep; declared runs are also checked by the skipped-job and partial-board tests
 def test_windows_declares_its_distinct_runs():
     """windows crosses 5 archs x 3 windows x 3 seeds (45 jobs); nope, gdn_nope and gla_nope have no
     window, so each of their three window settings is one run: 2 x 3 x 3 + 3 x 3 = 27."""

@@ -54,6 +54,7 @@ def test_without_stored_specs_the_hash_tells_configurations_apart():
         {"abcdef123": "[abcdef]", "123456abc": "[123456]"}
 
 
+@pytest.mark.exhaustive  # trains runs; the label rules run in-process in make test
 def test_runs_that_differ_in_steps_are_separate_rows_and_n_counts_seeds(tmp_path):
     """The issue's command: one sweep, alibi, two step counts, three seeds."""
     args = [sys.executable, "-m", "suite.run", "-m", "position=alibi", "task=niah_single", "train.steps=2,3", "seed=0,1,2",

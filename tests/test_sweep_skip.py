@@ -39,6 +39,7 @@ def test_a_misspelt_entry_is_refused_with_the_valid_choices(entry, said):
     assert said in str(err.value)
 
 
+@pytest.mark.exhaustive  # a whole sweep trained; the skip list's jobs are checked in-process in make test
 def test_a_sweep_trains_every_job_but_those_it_leaves_out(tmp_path):
     """Two jobs, one named by the skip list: one run is stored, the other job says why it did not run
     and counts as done, not as stored."""

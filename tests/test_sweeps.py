@@ -128,6 +128,7 @@ def test_the_published_sweeps_have_three_seeds_and_the_kazemnejad_protocol():
     assert abs(len(kz.eval.multiples) * kz.eval.n_examples - 6 * 100) <= 10
 
 
+@pytest.mark.exhaustive  # one board's sweep file; the default sweep's jobs are built in make test
 def test_kz_sweep_configures_rope_and_ape_as_the_study_did():
     """Their RoPE (25 % of each head's dimensions, interleaved pairs) and their "APE", sinusoidal
     absolute positions, not a learned table."""
@@ -148,6 +149,7 @@ def test_gpu_sweep_uses_the_gpu_recipe_and_base_model():
     assert cfg.hydra.launcher.n_jobs == 1 == cfg.jobs  # one run at a time on the one GPU
 
 
+@pytest.mark.exhaustive  # a sweep run twice; resuming is checked in make test by test_reliability's killed sweep
 def test_a_finished_sweep_reruns_without_training(tmp_path):
     args = [sys.executable, "-m", "suite.run", "+sweep=hybrids", "train.steps=2", "eval.n_examples=2",
             "eval.multiples=[1]", "logger=none", f"results_dir={tmp_path}", f"hydra.sweep.dir={tmp_path}/h",
