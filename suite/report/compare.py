@@ -20,11 +20,13 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import textwrap
 
 import pandas as pd
 
 from suite import files
 from suite.commandline import Refused, check_output, command, parser
+from suite.report.compare_text import WIDTH
 from suite.report.difference import verdict, welch_interval
 
 KEY = ["config", "task", "eval_len", "metric"]
@@ -134,12 +136,14 @@ def left_out(boards: dict[str, pd.DataFrame]) -> dict[str, list[str]]:
 
 
 def left_out_text(missing: dict[str, list[str]]) -> str:
-    """``left_out`` as the terminal shows it: one line per source after a header line, '' when
-    nothing is left out."""
+    """``left_out`` as the terminal shows it: a header line, then each source's names wrapped to
+    ``WIDTH`` columns, as the table is; '' when nothing is left out."""
     if not missing:
         return ""
     lines = [f"left out, not in every source (cells match by the stored spec less {', '.join(IGNORED)}):"]
-    return "\n".join(lines + [f"  {source}: {', '.join(names)}" for source, names in missing.items()])
+    return "\n".join(lines + [textwrap.fill(", ".join(names), width=WIDTH, initial_indent=f"  {source}: ",
+                                             subsequent_indent="    ", break_on_hyphens=False)
+                              for source, names in missing.items()])
 
 
 def csv_table(table: pd.DataFrame) -> pd.DataFrame:
