@@ -142,7 +142,7 @@ def left_out_text(missing: dict[str, list[str]]) -> str:
         return ""
     lines = [f"left out, not in every source (cells match by the stored spec less {', '.join(IGNORED)}):"]
     return "\n".join(lines + [textwrap.fill(", ".join(names), width=WIDTH, initial_indent=f"  {source}: ",
-                                             subsequent_indent="    ", break_on_hyphens=False)
+                                             subsequent_indent="    ", break_on_hyphens=False, break_long_words=False)
                               for source, names in missing.items()])
 
 
