@@ -117,37 +117,6 @@ REPUBLISH_PENDING = {"kz.jsonl.gz": "issue 60: conf/sweep/kz.yaml now evaluates 
                                     "paper's APE to sinusoidal positions; published/kz.jsonl.gz is republished later"}
 
 
-T5_BEFORE = 128  # the max_distance every T5 layer had before it followed the training length (issue 60)
-
-
-def _todays_t5(spec: dict) -> dict:
-    """A shipped spec as today's sweep file composes it: each T5 layer stored with the old fixed
-    ``max_distance`` of 128 reads the training length's (``default_max_distance``), the one
-    change of configuration issue 60 made on purpose to every board that holds T5."""
-    from suite.model.position.t5 import default_max_distance
-
-    model = spec["model"]
-    layers = []
-    for layer in model["layers"]:
-        cfg = layer.get("position_cfg") or {}
-        if layer["position"] == "t5" and cfg.get("max_distance") == T5_BEFORE:
-            cfg = {**cfg, "max_distance": default_max_distance(cfg["num_buckets"], spec["train"]["seq_len"])}
-        layers.append({**layer, "position_cfg": cfg})
-    return {**spec, "model": {**model, "layers": layers}}
-
-
-TEXT_TASKS = {"code", "prose"}  # natural text: issue 60 gave it the same-target-bytes protocol
-
-
-def _text_protocol_apart(spec: dict) -> dict:
-    """A natural-text run's spec with what issue 60's text protocol changed set aside (the task's
-    options: corpus digest and target; the number of evaluation examples), on both sides alike:
-    its model, recipe, lengths and seed must still match. Other tasks' specs are unchanged."""
-    if not {t["name"] for t in spec["tasks"]} & TEXT_TASKS:
-        return spec
-    return {**spec, "tasks": [{**t, "params": []} for t in spec["tasks"]], "eval": {**spec["eval"], "n_examples": None}}
-
-
 @pytest.mark.parametrize("name", fast_or_exhaustive(BOARDS, fast={"default.jsonl.gz"}))
 def test_todays_sweep_file_composes_the_configurations_its_shipped_board_holds(name):
     """``make sweep SWEEP=<name>`` today would store runs of exactly the configurations of
