@@ -47,14 +47,17 @@ def _run(repo: Path, *args) -> str:
     return out.stdout + out.stderr
 
 
-# several ``python -m`` commands, one after another in one interpreter of the copied checkout
-# (each must exit 0); their outputs are separated by a marker line
+# several ``python -m`` commands (or ``-c`` snippets), one after another in one interpreter of the
+# copied checkout (each must exit 0); their outputs are separated by a marker line
 SEQUENCE = """
 import json, runpy, sys
 for argv in json.loads(sys.argv[1]):
-    sys.argv = list(argv)
     try:
-        runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
+        if argv[0] == "-c":
+            exec(argv[1], {"__name__": "__main__"})
+        else:
+            sys.argv = list(argv)
+            runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
     except SystemExit as exit_:
         if exit_.code:
             raise
@@ -88,11 +91,12 @@ def test_a_throwaway_task_is_one_file_and_one_yaml(throwaway, tmp_path):
     rows = json.loads(stored.read_text())["rows"]
     assert {r["task"] for r in rows} == {"first_word"} and {r["eval_len"] for r in rows} == {32, 64}
 
-    _run(repo, "-m", "suite.report", "t", "--results", str(results), "--out", str(tmp_path / "reports"))
+    report, config, listed, _ = _run_sequence(  # one interpreter: the three commands share its imports
+        repo, ["suite.report", "t", "--results", results, "--out", tmp_path / "reports"],
+        ["suite.run", "taskset=all", "--cfg", "job", "--resolve"],
+        ["-c", "from suite.lmeval.yamls import include_dir; print(sorted(p.name for p in include_dir().iterdir()))"])
     assert "## first_word" in (tmp_path / "reports" / "t" / "index.md").read_text()
-
-    assert "- first_word" in _run(repo, "-m", "suite.run", "taskset=all", "--cfg", "job", "--resolve")  # the all set lists it
-    listed = _run(repo, "-c", "from suite.lmeval.yamls import include_dir; print(sorted(p.name for p in include_dir().iterdir()))")
+    assert "- first_word" in config  # the all set lists it
     assert "'posbench_first_word.yaml'" in listed  # an lm-eval task, scored below
 
 

@@ -202,8 +202,8 @@ SWEEP_END = re.compile(r"run (\d) of (\d) (finished|already stored) \| (.+)")
 TINY = ["train.steps=2", *QUICK[1:], "eval.multiples=[1]", "position=nope,alibi"]
 
 
-def _sweep(tmp_path, name):
-    out = forked_cli.run([sys.executable, "-m", "suite.run", "-m", *TINY, f"results_dir={tmp_path}/res",
+def _sweep(tmp_path, name, *extra):
+    out = forked_cli.run([sys.executable, "-m", "suite.run", "-m", *TINY, *extra, f"results_dir={tmp_path}/res",
                           "sweep_name=kn", f"hydra.sweep.dir={tmp_path}/{name}"],
                          capture_output=True, text=True, cwd=ROOT, timeout=600, env={**os.environ})
     assert out.returncode == 0, out.stderr[-2000:]
@@ -217,7 +217,9 @@ def test_each_job_of_a_joblib_sweep_says_run_k_of_n_its_label_and_the_time_left(
     """Two jobs in two joblib worker processes (the launcher ``make sweep`` uses): each names its
     number in the sweep (Hydra's job number + 1), the sweep's size, and its scheme, span, task and
     seed; the job that ends first estimates the time left from its own wall time, the last one says
-    both are done. Run again, both runs are found stored: done, but not in a time estimate.
+    both are done. Run again (one job after another: the stored runs are found by the same job
+code, without starting joblib's workers a second time), both runs are found stored: done, but
+not in a time estimate.
 
     Mutation check: in suite/run.py ``sweep_progress``, ``hc.job.num`` -> ``0`` (every job "run 1")
     fails this; in suite/config/validate.py ``write_plan`` given ``len(jobs) + 1`` fails it."""
@@ -229,7 +231,7 @@ def test_each_job_of_a_joblib_sweep_says_run_k_of_n_its_label_and_the_time_left(
     assert last[3] == "2 of 2 done"
     assert json.loads((tmp_path / "h1" / "_progress.json").read_text()) == {"jobs": 2, "parallel": 2}
 
-    starts, ends = _sweep(tmp_path, "h2")  # the same sweep again: both runs are stored
+    starts, ends = _sweep(tmp_path, "h2", "launcher=basic")  # the same sweep again: both runs are stored
     assert [s[:3] for s in starts] == [("1", "2", "nope full copy seed 0"), ("2", "2", "alibi full copy seed 0")]
     assert sorted(e[2] for e in ends) == ["already stored", "already stored"]
     assert sorted(e[3] for e in ends) == ["1 of 2 done (1 already stored), time left known after the first trained run",

@@ -26,7 +26,7 @@ from suite.config.compose import CONF_DIR, compose_config
 from suite.commands.describe import layer_kind, layer_table
 from suite.model.position import SCHEMES, PositionConfig
 from suite.model.span import SPANS, Span, SpanConfig
-from suite.config.build import SpecError, build
+from suite.config.build import SpecError, build, non_finite
 from suite.model.spec import LayerSpec
 from tests.conftest import make_spec
 
@@ -39,9 +39,13 @@ def _options(group):
 
 @pytest.mark.parametrize("group", GROUPS)
 def test_every_config_in_every_group_composes_and_builds(group):
+    """Each YAML of each group builds a spec whose stored form (what a result file keeps) is strict
+    JSON: no scheme's, span's or task's defaults hold a non-finite number."""
     for option in _options(group):
         spec = build(compose_config([f"{group}={option}"]))
         assert spec.model.n_layers == len(spec.model.layers)
+        json.dumps(spec.to_dict(), allow_nan=False)
+        assert non_finite(spec.to_dict()) == [], option
 
 
 def _kinds(spec):
