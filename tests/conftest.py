@@ -1,13 +1,11 @@
-import copy
 import os
 import warnings
-from functools import lru_cache
 
 import pytest
 import torch
 
-from suite.config.compose import compose_config
 from suite.config.build import build
+from tests.composed import composed
 
 warnings.filterwarnings("ignore", message=".*flex_attention.*")
 
@@ -18,17 +16,11 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # one test process per core (make tes
     torch.set_num_threads(1)
 
 
-@lru_cache(maxsize=512)
-def _composed(overrides: tuple[str, ...]):
-    """Hydra's composition of ``overrides``, once per test process: conf/ does not change while the
-    tests run (a test that adds a config does so in a copy of the checkout)."""
-    return compose_config(list(overrides))
-
-
 def make_spec(*overrides):
-    """The run spec ``python -m suite.run <overrides>`` would build. Only the composition is
-    reused: the spec is built afresh each time, so a changed code file still changes its run id."""
-    return build(copy.deepcopy(_composed(tuple(overrides))))
+    """The run spec ``python -m suite.run <overrides>`` would build. The group choices are composed
+    once per process (tests/composed.py); the spec is built afresh each time, so a changed code
+    file still changes its run id."""
+    return build(composed(overrides))
 
 
 def stored_seeds(folder, overrides, seeds=(0, 1)):

@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 
 from suite.config import schema
 from suite.config.compose import CONF_DIR, compose_config
+from tests.composed import composed
 from suite.model.position import SCHEMES
 from suite.model.mixer import MIXERS
 from suite.model.span import SPANS
@@ -173,12 +174,12 @@ def test_hydra_rejects_a_wrong_type_or_an_unknown_key_while_composing(override, 
 ])
 def test_every_range_is_checked_before_training(override, message):
     with pytest.raises(SpecError, match=message):
-        build(compose_config([override]))
+        build(composed([override]))
 
 
 def test_every_broken_rule_is_reported_at_once():
     with pytest.raises(SpecError) as err:
-        build(compose_config(["train.steps=0", "eval.batch_size=0", "threads=-2"]))
+        build(composed(["train.steps=0", "eval.batch_size=0", "threads=-2"]))
     for key in ("train.steps=0", "eval.batch_size=0", "threads=-2"):
         assert key in str(err.value)
 
