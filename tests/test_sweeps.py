@@ -11,6 +11,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from tests import forked_cli
+from tests.composed import composed
 from tests.conftest import fast_or_exhaustive
 from suite.results import store
 from suite.config.compose import CONF_DIR
@@ -30,9 +31,7 @@ def _built_jobs(name):
     """(job overrides, run spec) for every job the sweep launches (built once per test process)."""
     from suite.config.validate import sweep_jobs
 
-    cfg = _sweep_cfg(name)
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return [(job, build(compose("config", overrides=job))) for job in sweep_jobs(cfg)]
+    return [(job, build(composed(job))) for job in sweep_jobs(_sweep_cfg(name))]
 
 
 @lru_cache(maxsize=None)

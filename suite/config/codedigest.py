@@ -77,13 +77,13 @@ def module_name(path: Path, root: Path = ROOT) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imported_files(path: Path, root: Path = ROOT) -> set[Path]:
-    """The project modules ``path`` imports anywhere in its source (inside functions too, relative
-    imports resolved), each with the ``__init__`` of every package on its way."""
-    own = module_name(path, root)
-    package = own if path.name == "__init__.py" else own.rpartition(".")[0]
+@lru_cache(maxsize=4096)
+def _imported_names(source: str, package: str) -> tuple[str, ...]:
+    """Every dotted name ``source`` imports anywhere (inside functions too), relative imports
+    resolved against ``package``; each ``from a import b`` gives ``a`` and ``a.b`` (a name may be a
+    submodule). Parsed once per distinct source text: a digest walks the same files for every run."""
     names: list[str] = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             names += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -91,9 +91,17 @@ def imported_files(path: Path, root: Path = ROOT) -> set[Path]:
             if node.level:
                 up = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(up + ([node.module] if node.module else []))
-            names += [base] + [f"{base}.{alias.name}" for alias in node.names]  # a name may be a submodule
+            names += [base] + [f"{base}.{alias.name}" for alias in node.names]
+    return tuple(dict.fromkeys(names))
+
+
+def imported_files(path: Path, root: Path = ROOT) -> set[Path]:
+    """The project modules ``path`` imports anywhere in its source (inside functions too, relative
+    imports resolved), each with the ``__init__`` of every package on its way."""
+    own = module_name(path, root)
+    package = own if path.name == "__init__.py" else own.rpartition(".")[0]
     found = set()
-    for name in names:
+    for name in _imported_names(path.read_text(), package):
         parts = name.split(".")
         found |= {f for f in (module_file(".".join(parts[:i]), root) for i in range(1, len(parts) + 1)) if f is not None}
     return found
