@@ -32,7 +32,8 @@ from tests.test_report import _row, frame, write_fixture
 SHIPPED = sorted(p.name.removesuffix(store.SHIPPED_SUFFIX) for p in __import__("pathlib").Path(store.PUBLISHED).glob("*.jsonl.gz"))
 
 
-@pytest.mark.parametrize("sweep", fast_or_exhaustive(SHIPPED, set(SHIPPED) - {"zoo", "scale"}))
+# make test: the flagship (tasks and text) and lm (text only, settings apart); every other board in make test-exhaustive
+@pytest.mark.parametrize("sweep", fast_or_exhaustive(SHIPPED, {"flagship", "lm"}))
 def test_every_shipped_mrr_interval_contains_its_point(sweep):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
