@@ -60,6 +60,9 @@ def assert_score_mod_is_the_bias(scheme, n_heads: int, grad: bool, atol: float =
     assert torch.allclose(added[causal], expected[causal], atol=atol) and added.requires_grad == grad
 
 
+CLASSIC = ("nope", "sinusoidal", "learned", "rope", "alibi", "t5")  # the flagship's six schemes
+
+
 def fast_or_exhaustive(cases, fast) -> list:
     """``cases`` as pytest params, those not in ``fast`` marked ``exhaustive``: ``make test`` runs
     the fast ones, ``make test-exhaustive`` (and CI, after ``make test``) the rest."""

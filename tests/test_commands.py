@@ -8,6 +8,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from suite.config.compose import CONF_DIR
+from tests.conftest import fast_or_exhaustive
 
 ROOT = Path(__file__).parent.parent
 SWEEPS = sorted(p.stem for p in (CONF_DIR / "sweep").glob("*.yaml"))
@@ -24,8 +25,13 @@ def test_there_are_sweeps_and_the_four_launchers():
     assert len(SWEEPS) >= 8 and LAUNCHERS == ["basic", "local", "slurm", "submitit_local"]
 
 
-@pytest.mark.parametrize("launcher", LAUNCHERS)
-@pytest.mark.parametrize("sweep", SWEEPS)
+# make test: every sweep with the launcher make sweep uses (local) and every launcher with the default
+# sweep; every other pair under make test-exhaustive
+PAIRS = [(sweep, launcher) for sweep in SWEEPS for launcher in LAUNCHERS]
+
+
+@pytest.mark.parametrize("sweep,launcher", fast_or_exhaustive(
+    PAIRS, {(s, launcher) for s, launcher in PAIRS if launcher == "local" or s == "default"}))
 def test_every_sweep_composes_with_every_launcher(sweep, launcher):
     cfg = _hydra_cfg(f"+sweep={sweep}", f"launcher={launcher}")
     resolved = cfg.hydra.launcher  # interpolations resolve (n_jobs: ${jobs})

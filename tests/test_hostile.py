@@ -208,7 +208,15 @@ RANGE_CASES = {"lr-infinite", "plus-key-top",
                "threads-negative"}
 COMPOSE_CASES = {"model-typo", "model-unknown", "multiples-word", "recipe-unknown", "seed-word", "logger-unknown",
                  "position-unknown", "span-unknown", "pattern-window-fraction", "task-unknown"}
-FAST_CONFIG = [case for case in CONFIG_CASES if case[0] not in RANGE_CASES | COMPOSE_CASES]
+# A second case of a rule make test already runs through the CLI (a choice, a range, a type, an unknown
+# key, a pattern's span, a task that cannot fit, the memory estimate, a bad sweep job): the rule is the
+# same code whichever option breaks it, and each such case still runs in make test-exhaustive.
+SECOND_OF_A_KIND = {"precision-unknown", "loss-on-unknown", "device-unknown", "logger-mode", "scaling-unknown",
+                    "lr-negative", "multiples-empty", "betas-one", "fraction-two", "log-scale-base", "chunk-negative",
+                    "alphabet-one", "candidates-one", "t5-buckets-word", "window-fraction", "taskset-param-word",
+                    "sweep-name-hidden", "sweep-name-long", "pattern-chunk-overridden", "pattern-layer-key",
+                    "vt-cannot-fit", "taskset-repeated-task", "memory-eval", "multirun-bad-type"}
+FAST_CONFIG = [case for case in CONFIG_CASES if case[0] not in RANGE_CASES | COMPOSE_CASES | SECOND_OF_A_KIND]
 
 
 @pytest.mark.parametrize("name,overrides,code,message", fast_or_exhaustive(CONFIG_CASES, FAST_CONFIG),
@@ -593,8 +601,11 @@ ROW_CASES = {"result_value_word", "result_out_of_range", "result_unknown_status"
              "result_wall_word", "result_negative_loss", "result_deeply_nested", "result_no_positions",
              "result_share_over_no_example", "result_unknown_task"}
 # A second case of a path make test already runs: an empty result file is read as a truncated one is,
-# a garbage eval-set cache as a truncated one, a garbage training record as a garbage model.
-SAME_PATH = {"result_empty", "cache_garbage", "trained_record_garbage"}
+# a garbage eval-set cache as a truncated one, a garbage training record as a garbage model; the
+# argument errors of report, lm-eval and show are tests/test_messages.py's and tests/test_entry_bounds.py's
+# cases, and a results folder that is a file is tests/test_hostile_paths.py's.
+SAME_PATH = {"result_empty", "cache_garbage", "trained_record_garbage", "report_unknown_metric", "report_unknown_sweep",
+             "lmeval_unknown_task", "show_negative_seed", "results_dir_is_a_file"}
 FAST_STATE = [case for case in STATE_CASES if case[0] not in ROW_CASES | SAME_PATH]
 
 

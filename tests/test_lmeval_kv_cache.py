@@ -23,7 +23,7 @@ from suite.model.cache import length_invariant
 from suite.model.lm import PosBenchLM
 from suite.model.position import SCHEMES as POSITION_SCHEMES
 from tasks.base import EOS_ID, VOCAB
-from tests.conftest import fast_or_exhaustive, make_spec
+from tests.conftest import CLASSIC, fast_or_exhaustive, make_spec
 
 BASE = ["model.n_layers=2", "model.d_model=32", "model.n_heads=4", "model.d_ff=64", "train.seq_len=16",
         "eval.multiples=[1,4]", "task=copy"]
@@ -42,12 +42,10 @@ MORE = {
 }
 CASES = {f"{scheme} {span}": [f"position={scheme}", *overrides] for scheme in SCHEMES for span, overrides in SPANS.items()}
 CASES.update(MORE)
-# make test: every scheme on one span (scheme k on span k mod 3) and every case of MORE; the
-# rest of the scheme x span grid under make test-exhaustive
-FAST = {f"{scheme} {list(SPANS)[k % 3]}" for k, scheme in enumerate(SCHEMES)} | set(MORE)
-# greedy decoding over a cache the test above checks: the cases of MORE and the classic six, one span each
-CLASSIC = ("nope", "sinusoidal", "learned", "rope", "alibi", "t5")
-FAST_GREEDY = {f"{scheme} {list(SPANS)[k % 3]}" for k, scheme in enumerate(CLASSIC)} | set(MORE)
+# make test: the classic six on one span each (scheme k on span k mod 3) and every case of MORE (RoPE's
+# options, a scaled NoPE, the hybrids and the state caches); the rest of the scheme x span grid under
+# make test-exhaustive, every scheme there on every span
+FAST = {f"{scheme} {list(SPANS)[k % 3]}" for k, scheme in enumerate(CLASSIC)} | set(MORE)
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
@@ -96,7 +94,7 @@ def test_cached_logits_are_the_forwards(case):
         assert case == "rope yarn dynamic" and not torch.allclose(cached, full[:, 10:], atol=1e-2)
 
 
-@pytest.mark.parametrize("case", fast_or_exhaustive(list(CASES), FAST_GREEDY))
+@pytest.mark.parametrize("case", fast_or_exhaustive(list(CASES), FAST))
 def test_cached_greedy_equals_recomputed_greedy(case):
     model = model_of(CASES[case])
     gen = torch.Generator().manual_seed(2)
@@ -114,7 +112,7 @@ def test_a_length_dependent_scheme_is_recognized():
     assert length_invariant(model_of(MORE["rope linear factor 2"]), 40)  # a fixed factor does not move
 
 
-@pytest.mark.exhaustive  # make test: test_cached_logits_are_the_forwards allows no other scheme to vary, on one span each
+@pytest.mark.exhaustive  # make test: test_cached_logits_are_the_forwards allows no scheme of its fast cases to vary
 def test_every_scheme_but_dynamic_scaling_is_length_invariant_on_a_window():
     assert all(length_invariant(model_of([f"position={s}", "span=swa", "span.window=4"]), 64) for s in SCHEMES)
 

@@ -71,38 +71,39 @@ def _run_sequence(repo: Path, *commands: list[str]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def throwaway(tmp_path_factory):
-    """A copy of the checkout with the throwaway task added, and one stored run of it."""
+    """A copy of the checkout with the throwaway task added, one stored run of it, its report, the
+    all set's config and lm-eval's task files: four commands in one interpreter of the copy."""
     tmp = tmp_path_factory.mktemp("new-task")
     repo = tmp / "repo"
     for part in ("suite", "tasks", "conf"):
         shutil.copytree(ROOT / part, repo / part, ignore=shutil.ignore_patterns("__pycache__"))
-    if (ROOT / ".cache").is_dir():  # the corpora make install fetched, which the text tasks check as they are built
-        (repo / ".cache").symlink_to(ROOT / ".cache")
+    if (ROOT / ".cache" / "corpora").is_dir():  # the corpora make install fetched, which the text tasks check as they are built
+        (repo / ".cache").mkdir()
+        (repo / ".cache" / "corpora").symlink_to(ROOT / ".cache" / "corpora")
     (repo / "tasks" / "first_word.py").write_text(TASK)
     (repo / "conf" / "task" / "first_word.yaml").write_text("name: first_word\nspread: 1\n")
     results = tmp / "results"
-    _run(repo, "-m", "suite.run", "task=first_word", "train.steps=3", "eval.n_examples=4", "eval.multiples=[1,2]", "logger=none",
-         f"results_dir={results}", "sweep_name=t", f"hydra.run.dir={tmp / 'h'}")
-    return repo, results, next((results / "t").glob("*.json"))
-
-
-def test_a_throwaway_task_is_one_file_and_one_yaml(throwaway, tmp_path):
-    repo, results, stored = throwaway
-    rows = json.loads(stored.read_text())["rows"]
-    assert {r["task"] for r in rows} == {"first_word"} and {r["eval_len"] for r in rows} == {32, 64}
-
-    report, config, listed, _ = _run_sequence(  # one interpreter: the three commands share its imports
-        repo, ["suite.report", "t", "--results", results, "--out", tmp_path / "reports"],
+    _, _, config, listed, _ = _run_sequence(
+        repo, ["suite.run", "task=first_word", "train.steps=3", "eval.n_examples=4", "eval.multiples=[1,2]", "logger=none",
+               f"results_dir={results}", "sweep_name=t", f"hydra.run.dir={tmp / 'h'}"],
+        ["suite.report", "t", "--results", results, "--out", tmp / "reports"],
         ["suite.run", "taskset=all", "--cfg", "job", "--resolve"],
         ["-c", "from suite.lmeval.yamls import include_dir; print(sorted(p.name for p in include_dir().iterdir()))"])
-    assert "## first_word" in (tmp_path / "reports" / "t" / "index.md").read_text()
+    return repo, results, next((results / "t").glob("*.json")), (tmp / "reports" / "t" / "index.md").read_text(), config, listed
+
+
+def test_a_throwaway_task_is_one_file_and_one_yaml(throwaway):
+    _, _, stored, report, config, listed = throwaway
+    rows = json.loads(stored.read_text())["rows"]
+    assert {r["task"] for r in rows} == {"first_word"} and {r["eval_len"] for r in rows} == {32, 64}
+    assert "## first_word" in report
     assert "- first_word" in config  # the all set lists it
     assert "'posbench_first_word.yaml'" in listed  # an lm-eval task, scored below
 
 
 @pytest.mark.exhaustive
 def test_a_throwaway_task_is_scored_by_lm_eval(throwaway, tmp_path):
-    repo, _, stored = throwaway
+    repo, _, stored, *_ = throwaway
     out = tmp_path / "lm"
     _run(repo, "-m", "suite.lmeval", "--run", str(stored), "--tasks", "posbench_first_word", "--limit", "2", "--output_path", str(out))
     scored = json.loads(next(out.rglob("results_*.json")).read_text())["results"]["posbench_first_word"]

@@ -33,6 +33,7 @@ def _values(path):
     return {(r["task"], r["eval_len"], r["metric"], r["slice"]): r["value"] for r in store.read_run(path)["rows"]}
 
 
+@pytest.mark.exhaustive  # make test: the killed sweep below kills a run the same way mid-training and resumes it
 def test_sigkill_mid_run_then_rerun_resumes_and_matches_an_uninterrupted_run(tmp_path):
     args = [*SMALL, "train.steps=200", "train.cap=1", "ckpt_every=10", "sweep_name=k"]  # checks, no extension
     spec = make_spec(*args)
@@ -160,7 +161,7 @@ def test_wandb_log_errors_mid_run_are_not_fatal(tmp_path, monkeypatch):
 
 
 def test_killed_sweep_skips_finished_runs_resumes_the_interrupted_one_and_matches(tmp_path):
-    base = [*[a for a in SMALL if not a.startswith("position=")], "train.steps=80", "train.cap=1", "ckpt_every=10", "sweep_name=ks"]
+    base = [*[a for a in SMALL if not a.startswith("position=")], "train.steps=40", "train.cap=1", "ckpt_every=10", "sweep_name=ks"]
     # one job after another in the sweep's own process, so the kill lands in the second run while
     # the first is stored
     multirun = [sys.executable, "-m", "suite.run", "-m", *base, "position=nope,alibi,t5", "launcher=basic"]

@@ -10,12 +10,12 @@ from suite.model.init import shapes_only
 from suite.model.lm import PosBenchLM
 from suite.model.position import SCHEMES
 from suite.config.resources import GIB, ResourceError, check_memory, estimate_bytes, parameter_count
-from tests.conftest import make_spec
+from tests.conftest import CLASSIC, fast_or_exhaustive, make_spec
 
 CPU = torch.device("cpu")
 
 
-@pytest.mark.parametrize("position", sorted(SCHEMES))
+@pytest.mark.parametrize("position", fast_or_exhaustive(sorted(SCHEMES), CLASSIC))  # every other scheme: make test-exhaustive
 def test_parameter_count_is_the_models(position):
     spec = make_spec(f"position={position}", "model=small")
     assert parameter_count(spec) == sum(p.numel() for p in PosBenchLM(spec.model).parameters())

@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 from suite.config import schema
 from suite.config.compose import CONF_DIR, compose_config
 from tests.composed import composed
+from tests.conftest import CLASSIC, fast_or_exhaustive
 from suite.model.position import SCHEMES
 from suite.model.mixer import MIXERS
 from suite.model.span import SPANS
@@ -94,7 +95,7 @@ def test_scheme_yamls_state_no_default():
         assert [k for k, v in data.items() if v == defaults[k]] == [], f"{path} restates defaults of {name}"
 
 
-@pytest.mark.parametrize("name", sorted(SCHEMES))
+@pytest.mark.parametrize("name", fast_or_exhaustive(sorted(SCHEMES), CLASSIC))  # every other scheme: make test-exhaustive
 def test_every_scheme_option_composes_with_its_dataclass_default_and_takes_an_override(name):
     """``position=<name>`` composes every option of the scheme with its dataclass default (what
     ``--cfg job`` prints and tab completion offers), and each option takes a plain override,

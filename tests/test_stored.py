@@ -220,12 +220,13 @@ def test_every_other_reader_refuses_or_skips_the_damaged_file_naming_it(two_runs
 
 
 def test_a_sweep_redoes_the_damaged_run_and_skips_the_stored_one(two_runs, tmp_path):
-    """``python -m suite.run -m seed=0,1``: seed 0's file is a folder, so it is set aside and run
-    again; seed 1 is skipped as stored.
+    """``python -m suite.run -m seed=0,1`` (one job after another: the job code is the joblib
+    launcher's too): seed 0's file is a folder, so it is set aside and run again; seed 1 is skipped
+    as stored.
     Mutation check: the skip before the run's lock testing ``out.exists()`` makes this fail."""
     results, spec, path, _ = _damaged(two_runs, tmp_path, "a folder")
     env = {**os.environ, "HYDRA_FULL_ERROR": "0", "WANDB_MODE": "disabled"}
-    out = forked_cli.run([sys.executable, "-m", "suite.run", "-m", *[o for o in TINY], "seed=0,1",
+    out = forked_cli.run([sys.executable, "-m", "suite.run", "-m", *[o for o in TINY], "seed=0,1", "launcher=basic",
                           f"results_dir={results}", f"hydra.sweep.dir={tmp_path / 'hm'}"], cwd=ROOT, env=env, timeout=600)
     text = out.stderr + out.stdout
     assert out.returncode == 0, text[-3000:]

@@ -157,7 +157,7 @@ def test_text_trains_at_the_training_length_only():
 
 ARCHS = sorted(p.stem for p in (CONF_DIR / "arch").glob("*.yaml"))  # every scheme, and every layer pattern
 CASES = [(arch, corpus) for arch in ARCHS for corpus in ("code", "prose")]
-FAST = [("alibi", "code"), ("learned", "prose"), ("path", "code")]
+FAST = [("alibi", "code"), ("learned", "prose")]  # one bias scheme on code, the table that stops at L on prose
 
 
 @pytest.mark.parametrize("arch,corpus", fast_or_exhaustive(CASES, FAST))
