@@ -90,13 +90,23 @@ def test_the_zoo_board_draws_a_panel_per_family(figures):
     assert len(figures[1].axes) == 1  # up to MANY_LINES: one axes
 
 
-def test_every_position_scheme_has_a_family_and_variants_go_with_their_scheme():
-    """Every scheme of the position catalogue falls in a family; the classic six's panel holds
-    them only at their defaults; a schedule ('rope>drope@0.8') goes with the scheme it ends on; a
-    pattern no family holds ('llama4 c=16') stands in the last panel."""
-    from suite.model.position import SCHEMES
+def test_every_zoo_scheme_has_a_family_and_variants_go_with_their_scheme():
+    """Every position scheme on the zoo board falls in a family, and every family names
+    registered schemes; the classic six's panel holds them only at their defaults; a schedule
+    ('rope>drope@0.8') goes with the scheme it ends on; a pattern or a scheme no family holds
+    ('llama4 c=16', one added after the list) stands in the last panel, so adding a scheme needs
+    no entry here (tests/test_add_a_scheme.py)."""
+    import gzip
+    import json
 
-    assert all(families.families_of(name) for name in SCHEMES)
+    from suite.model.position import SCHEMES
+    from suite.results import store
+
+    with gzip.open(store.shipped_path("zoo"), "rt") as shipped:  # each line one run: its record and rows
+        zoo = {layer["position"] for line in shipped for layer in json.loads(line)["run"]["spec"]["model"]["layers"]}
+    assert len(zoo) >= 15 and all(families.families_of(name) for name in zoo), sorted(zoo)
+    assert {name for members in families.FAMILIES.values() for name in members} <= set(SCHEMES)
+    assert families.split(["my_scheme"]) == [(families.OTHER, ["my_scheme"])]
     assert families.families_of("rope") == [families.CLASSIC, "rotary variants"]
     assert families.families_of("rope drop_low=0.25") == ["rotary variants"]
     assert families.scheme_of("rope>drope@0.8") == "drope"
