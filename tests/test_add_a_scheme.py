@@ -54,4 +54,5 @@ def test_a_new_scheme_passes_the_fast_subset_in_a_copy_of_the_checkout(tmp_path)
     assert done.returncode == 0, done.stdout[-4000:]
     cases = [case.get("name", "") for case in ET.parse(report).getroot().iter("testcase")]
     new = [name for name in cases if "alibi_half" in name]
-    assert len(cases) > 1000 and len(new) >= 5, (len(cases), new)
+    assert len(cases) > 1000 and any(name.startswith("test_every_path_equals_the_reference[alibi_half") for name in new), \
+        (len(cases), new)  # make test checks every scheme against its reference; the other grids run it exhaustively
