@@ -240,6 +240,7 @@ def test_diagnostic_rows_of_a_model_whose_states_are_its_embeddings():
     assert not any(r["metric"] == "attn_mass" for r in rows)  # no needle marked
 
 
+@pytest.mark.exhaustive  # a run, a report and the diagnose CLI; make test stores mid-training rows (below) and renders the section
 def test_a_run_with_diagnostics_stores_init_and_trained_rows_and_the_report_shows_them(tmp_path):
     import sys
     from pathlib import Path

@@ -213,6 +213,7 @@ def _sweep(tmp_path, name, *extra):
     return starts, ends
 
 
+@pytest.mark.exhaustive  # joblib starts two interpreters; make test checks the lines SweepProgress writes in-process
 def test_each_job_of_a_joblib_sweep_says_run_k_of_n_its_label_and_the_time_left(tmp_path):
     """Two jobs in two joblib worker processes (the launcher ``make sweep`` uses): each names its
     number in the sweep (Hydra's job number + 1), the sweep's size, and its scheme, span, task and

@@ -64,6 +64,7 @@ def test_submitit_local_multirun_stores_both_runs(tmp_path):
     assert sum(name.endswith("_submitted.pkl") for name in submitted) == 2  # one file set per job, by its id
 
 
+@pytest.mark.exhaustive  # three interpreters; make test checks the batch split is refused when it does not divide
 def test_torchrun_two_processes_write_one_result_with_the_single_process_loss(tmp_path):
     overrides = [*QUICK, "train.steps=20", "train.batch_size=16", "position=alibi", "sweep_name=ddp"]
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
