@@ -92,7 +92,7 @@ def cases_of(kind: type, values) -> list[tuple]:
             for value in values:
                 shown = _hydra(value)
                 if each:  # a sequence: its first element set to the value, the others left as declared
-                    rest = [_hydra(v) for v in list(_default(cls, name))[1:]]
+                    rest = [_hydra(v) for v in list(_default(cls, name) or ())[1:]]  # None: no default list
                     override, where = f"{key}=[{','.join([shown, *rest])}]", f"{re.escape(key)}\\[0\\]"
                 else:
                     override, where = f"{key}={shown}", re.escape(key)

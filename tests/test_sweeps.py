@@ -12,10 +12,10 @@ from hydra import compose, initialize_config_dir
 
 from tests import forked_cli
 from tests.composed import composed
-from tests.conftest import fast_or_exhaustive
+from tests.conftest import fast_or_exhaustive, make_spec
 from suite.results import store
 from suite.config.compose import CONF_DIR
-from suite.config.build import build
+from suite.config.build import SpecError, build
 
 ROOT = Path(__file__).parent.parent
 SWEEPS = sorted(p.stem for p in (CONF_DIR / "sweep").glob("*.yaml"))
@@ -152,7 +152,7 @@ def test_gpu_sweep_uses_the_gpu_recipe_and_base_model():
 def test_a_finished_sweep_reruns_without_training(tmp_path):
     args = [sys.executable, "-m", "suite.run", "+sweep=hybrids", "train.steps=2", "eval.n_examples=2",
             "eval.multiples=[1]", "logger=none", f"results_dir={tmp_path}", f"hydra.sweep.dir={tmp_path}/h",
-            "+arch=rope,command_a", "seed=0", "launcher=basic"]
+            "+arch=rope,command_a", "+family=copy", "seed=0", "launcher=basic"]
     first = forked_cli.run(args, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert first.returncode == 0, first.stderr[-2000:]
     files = {p: p.stat().st_mtime_ns for p in (tmp_path / "hybrids").glob("*.json")}
@@ -183,3 +183,35 @@ def test_sweep_jobs_are_the_jobs_hydras_basic_sweeper_launches(name):
     overrides = OverridesParser.create().parse_overrides(params + list(cfg.hydra.overrides.task))
     expected = [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
     assert sweep_jobs(cfg) == expected and len(expected) > 1
+
+
+def test_extra_multiples_join_the_tasks_own_grid_in_one_list_and_one_run_id():
+    """A sweep reaches further than its families' grids with eval.extra_multiples: the spec holds
+    the joined list, so the run is the run of that list written out (same id); a length already
+    in the grid is refused as a repeated length."""
+    extended = make_spec("+arch=rope", "+family=code", "eval.extra_multiples=[16]")
+    assert extended.eval.multiples == (1.0, 2.0, 4.0, 8.0, 16.0)
+    assert extended.run_id == make_spec("+arch=rope", "+family=code", "eval.multiples=[1,2,4,8,16]").run_id
+    assert make_spec("+arch=rope", "+family=copy", "eval.extra_multiples=[16]").eval.multiples[-2:] == (8.0, 16.0)
+    assert make_spec("+arch=rope", "+family=copy").run_id != make_spec("+arch=rope", "+family=copy",
+                                                                       "eval.extra_multiples=[16]").run_id
+    with pytest.raises(SpecError, match=r"8 and 8 x train\.seq_len=32 both give the eval length 256"):
+        make_spec("+family=copy", "eval.extra_multiples=[8]")
+
+
+@pytest.mark.exhaustive  # 330 jobs built
+def test_the_hybrids_board_trains_as_the_flagship_and_evaluates_to_16x():
+    """Eleven arms x the flagship's six families x five seeds; each uniform arm the flagship also
+    trains has the flagship's spec but for its evaluation grid, which goes on to 16 x L; every run
+    stores its diagnostics."""
+    hybrids = {spec.run_id: spec for _, spec in _built_jobs("hybrids")}
+    assert len(hybrids) == 11 * 6 * 5
+    assert {s.taskset for s in hybrids.values()} == {"copy", "niah_multivalue", "vt", "flipflop", "code", "prose"}
+    assert all(s.eval.multiples[-1] == 16 and s.eval.diagnostics for s in hybrids.values())
+    flagship = {(s.model.layers, s.taskset, s.seed): s for _, s in _built_jobs("flagship")}
+    shared = [s for s in hybrids.values() if (s.model.layers, s.taskset, s.seed) in flagship]
+    assert len(shared) == 3 * 6 * 5  # alibi, rope, nope
+    for s in shared:
+        f = flagship[(s.model.layers, s.taskset, s.seed)]
+        assert (s.model, s.train, s.tasks) == (f.model, f.train, f.tasks)
+        assert s.eval.multiples == (*f.eval.multiples, 16.0)

@@ -511,7 +511,8 @@ def build(cfg: DictConfig | dict, probe_tasks: bool = True) -> RunSpec:
     errors = _schema_errors(cfg)
     if errors:
         raise SpecError("; ".join(errors))
-    multiples = tuple(float(x) for x in e["multiples"])
+    # a sweep's extra_multiples join the task's own grid: the spec, and so the run id, holds one list
+    e["multiples"] = multiples = tuple(float(x) for x in [*e["multiples"], *(e.pop("extra_multiples", None) or ())])
     try:
         _check_shapes(m, t)
         _check_lengths(t["seq_len"], multiples)
