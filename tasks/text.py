@@ -75,8 +75,12 @@ def target_ends(data: np.ndarray, target: int, seed: int, n: int) -> list[int]:
     """The ends of ``n`` target spans of ``target`` bytes in ``data``: of the consecutive slots
     after the first ``CONTEXT_MAX`` bytes, those whose ends are both UTF-8 boundaries, drawn by
     ``seed`` alone without replacement, in stream order."""
-    slots = [e for e in range(CONTEXT_MAX + target, len(data) + 1, target) if _boundary(data, e - target)
-             and _boundary(data, e)]
+    ends = np.arange(CONTEXT_MAX + target, len(data) + 1, target)
+    starts_char = (data[ends - target] & 0xC0) != 0x80  # the span's first byte starts a character
+    ends_char = np.ones(len(ends), dtype=bool)  # the end of the text is a boundary
+    inside = ends < len(data)
+    ends_char[inside] = (data[ends[inside]] & 0xC0) != 0x80
+    slots = ends[starts_char & ends_char].tolist()
     if len(slots) < n:
         raise ValueError(f"the held-out text ({len(data):,} bytes) holds {len(slots)} target spans of {target} bytes "
                          f"after {CONTEXT_MAX} bytes of context, fewer than the {n} asked for; lower eval.n_examples")

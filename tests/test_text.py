@@ -325,3 +325,23 @@ def test_the_report_says_effective_length_does_not_apply_to_bits_per_byte():
         assert expected in effective_note(r)
     board = boards.leaderboard(frame(copy))
     assert effective_note({"tasks": ["copy"], "effective": effective_length.effective_length(board)}) == ""
+
+
+@pytest.mark.parametrize("target", [1, 3, 16])
+def test_target_spans_are_the_slots_on_character_boundaries_read_byte_by_byte(target):
+    """``target_ends`` (vectorized) against its definition written byte by byte: the consecutive
+    slots after CONTEXT_MAX bytes whose both ends start a UTF-8 character (the text's end counts),
+    ``n`` of them drawn by the seed alone, in stream order; two-, three- and four-byte characters."""
+    raw = ("añb€c\U0001d11ed" * 2000).encode()
+    data = np.frombuffer(raw, dtype=np.uint8)  # ends in "d": with target 1 the last slot ends the text
+
+    def boundary(i):
+        return i >= len(data) or (int(data[i]) & 0xC0) != 0x80
+
+    slots = [e for e in range(text.CONTEXT_MAX + target, len(data) + 1, target) if boundary(e - target) and boundary(e)]
+    assert (slots[-1] == len(data)) == (target == 1)
+    assert 0 < len(slots) < (len(data) - text.CONTEXT_MAX) // target  # some slots fall mid-character
+    chosen = np.sort(np.random.default_rng([7, target, text.TARGET_STREAM]).choice(len(slots), size=40, replace=False))
+    ends = text.target_ends(data, target, seed=7, n=40)
+    assert ends == [slots[i] for i in chosen] and all(type(e) is int for e in ends)
+    assert text.target_ends(data, target, seed=7, n=len(slots)) == slots

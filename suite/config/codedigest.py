@@ -60,8 +60,11 @@ PIECES = {"position": "suite/model/position", "span": "suite/model/span", "mixer
           "task": "tasks"}  # kind -> package folder
 
 
+@lru_cache(maxsize=None)
 def module_file(module: str, root: Path = ROOT) -> Path | None:
-    """The file of a dotted project module (``a/b.py`` or ``a/b/__init__.py`` under ``root``), or None."""
+    """The file of a dotted project module (``a/b.py`` or ``a/b/__init__.py`` under ``root``), or None.
+    Looked up once per process, as ``catalogue`` lists the pieces once: a module file added under
+    ``root`` after the first lookup is seen by the next process (every run is one)."""
     parts = module.split(".")
     if not all(part.isidentifier() for part in parts):
         return None
