@@ -112,6 +112,9 @@ class TrainSpec:
 class EvalSpec:
     multiples: tuple[float, ...] = option((1.0, 1.25, 1.5, 2.0, 4.0, 8.0), ge=1, each=True,
                                           doc="evaluate at these multiples of the training length")
+    extra_multiples: Optional[tuple[float, ...]] = option(
+        None, ge=1, each=True, doc="appended to multiples when the spec is built: a sweep that reaches further than its "
+                                   "tasks' own grids (the hybrids board: [16]); a built spec holds one list and null here")
     n_examples: int = option(100, ge=1, le=EXAMPLES_MAX, doc="per task and length; a share's standard error is at most sqrt(0.25 / n)")
     batch_size: int = option(20, ge=1)
     seed: int = option(1234, ge=0)

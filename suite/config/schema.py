@@ -62,12 +62,7 @@ def conf_of(spec: type, name: str) -> type:
 
 ModelConf = conf_of(ModelSpec, "ModelConf")
 TrainConf = conf_of(TrainSpec, "TrainConf")
-EvalConf = dataclasses.make_dataclass("EvalConf", [(
-    "extra_multiples", Optional[typing.Tuple[float, ...]],
-    option(None, ge=1, each=True, doc="appended to eval.multiples: a sweep that reaches further than its tasks' own "
-                                      "grids (the flagship and hybrids boards: [16]); a run's spec holds one list"))],
-    bases=(conf_of(EvalSpec, "EvalOptions"),), namespace={"__doc__": "The options of ``EvalSpec``, and ``extra_multiples``.",
-                                                          "__module__": __name__})
+EvalConf = conf_of(EvalSpec, "EvalConf")
 
 
 @dataclass
