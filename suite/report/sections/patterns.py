@@ -1,0 +1,178 @@
+"""Layer patterns against their uniform parents, with the mechanism beside the scores: the
+``hybrids`` board's question (README, "Layer patterns"). Present on a board that holds runs of a
+pattern that mixes position schemes (``positions`` such as 'rope+nope') and of its parent.
+
+* The best pattern beyond L: the first arm by OOD MRR (the headline MRR, ``Context.mrr``), the
+  arms whose interval lies wholly below its own (separated at 95 %), and the families on which
+  its mean OOD score is the best or not separated from the best (``difference.verdict``).
+* Each pattern against its uniform RoPE parent: RoPE in every layer with the pattern's local span
+  (``rope swa w=16`` for command_a, ``rope chunked c=16`` for llama4), or with full attention when
+  the pattern has none (smollm3, rnope). Per family, each run's mean score over the lengths beyond
+  L; the pattern's mean minus its parent's over seeds, with Welch's 95 % interval, read as better,
+  worse or not separated in the metric's own direction (bits per byte: lower is better).
+* The mechanism (runs stored with ``eval.diagnostics``): per arm, the trained recency gap of the
+  last layer's output (cosine similarity of hidden states at lag 1 minus at the far lag) and the
+  trained logit gap of the last layer (mean attention logit at distance 1 minus at the far lag,
+  heads averaged), the last layer being the global NoPE layer of every hybrid preset on the board
+  (tests/test_presets.py); and Spearman's rank correlation of each with the OOD MRR across arms:
+  do the arms that generalize best have a global layer that reads recency (Yang et al. 2025,
+  arXiv 2501.18795, on the division of labour between local RoPE and global NoPE layers)?
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from suite.report.blocks import Heading, Paragraph, Table
+from suite.report.boards import scheme_label
+from suite.report.difference import verdict, welch_interval
+from suite.report.sections.base import Section
+from suite.report.sections.recency import diagnostics
+
+TEXT = ("Each layer pattern against its uniform RoPE parent (RoPE in every layer, with the pattern's local span, "
+        "or full attention when it has none), family by family: the pattern's mean score over the lengths beyond L "
+        "minus its parent's, mean over seeds with Welch's 95 % interval, and whether that makes it better, worse or "
+        "not separated (in the metric's own direction: for bits per byte lower is better).")
+MECHANISM = ("The mechanism, on the trained models: the recency gap of the last layer's output (cosine similarity "
+             "of hidden states at lag 1 minus at the far lag) and the logit gap of the last layer (mean attention "
+             "logit at distance 1 minus at the far lag, heads averaged); the last layer is every hybrid's global "
+             "NoPE layer. Mean over seeds and families.")
+
+
+def is_hybrid(row) -> bool:
+    return row["pattern"] != "uniform" and "+" in str(row["positions"])
+
+
+def parent_label(row) -> str:
+    """The scheme label of a pattern's uniform RoPE parent: its local span and size, else full."""
+    local = [s for s in str(row["spans"]).split("+") if s != "full"]
+    parent = {"positions": "rope", "pattern": "uniform", "spans": local[0] if local else "full"}
+    for size in ("window", "chunk"):
+        parent[size] = row.get(size) if local else None
+    return scheme_label(parent)
+
+
+def ood_by_run(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each run's mean headline score over the lengths beyond L: ``scheme, task, seed, score, up``."""
+    ood = rows[rows.len_ratio > 1]
+    out = ood.groupby(["scheme", "task", "seed"], as_index=False).agg(score=("value", "mean"), up=("higher_is_better", "first"))
+    return out
+
+
+def _cell(a, b, up) -> dict:
+    diff, low, high = welch_interval(a, b)
+    return {"diff": diff, "low": low, "high": high, "verdict": verdict(a, b, bool(up))}
+
+
+def against_parents(rows: pd.DataFrame) -> pd.DataFrame:
+    """``pattern, parent, task, diff, low, high, verdict``, one row per pattern and family."""
+    runs, out = ood_by_run(rows), []
+    hybrids = rows[rows.apply(is_hybrid, axis=1)].drop_duplicates("scheme")
+    for _, h in hybrids.iterrows():
+        parent = parent_label(h)
+        for task, g in runs[runs.scheme.isin([h.scheme, parent])].groupby("task"):
+            a, b = g[g.scheme == h.scheme].score, g[g.scheme == parent].score
+            if len(a) and len(b):
+                out.append({"pattern": h.scheme, "parent": parent, "task": task, **_cell(a, b, g.up.iloc[0])})
+    return pd.DataFrame(out)
+
+
+def best_beyond_l(mrr: pd.DataFrame, rows: pd.DataFrame) -> dict | None:
+    """The first arm by OOD MRR, the arms separated from it, and the families where it is best or
+    not separated from the best arm of that family."""
+    if mrr.empty or "mrr_ood_low" not in mrr:
+        return None
+    top = mrr.iloc[0]
+    below = [s for s, high in zip(mrr.scheme, mrr.mrr_ood_high) if s != top.scheme and high < top.mrr_ood_low]
+    runs, families = ood_by_run(rows), []
+    for task, g in runs.groupby("task"):
+        up = bool(g.up.iloc[0])
+        means = g.groupby("scheme").score.mean()
+        best = means.idxmax() if up else means.idxmin()
+        mine = g[g.scheme == top.scheme].score
+        if len(mine) and (best == top.scheme or verdict(mine, g[g.scheme == best].score, up) in ("not separated", "same")):
+            families.append(task)
+    return {"scheme": top.scheme, "mrr": top.mrr_ood, "low": top.mrr_ood_low, "high": top.mrr_ood_high,
+            "separated": below, "families": families, "tasks": sorted(runs.task.unique())}
+
+
+def mechanism(df: pd.DataFrame, rows: pd.DataFrame, mrr: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """(per arm: OOD MRR, trained recency gap and logit gap of the last layer; Spearman's rho of
+    each against the MRR across arms). A run's arm is its label on the board (``rows``)."""
+    parts, arm = {}, rows.drop_duplicates("run_id").set_index("run_id").scheme
+    for metric, column, extra in (("recency_gap", "recency gap", {"site": "resid_out"}), ("logit_gap", "logit gap", {"head": "mean"})):
+        d = diagnostics(df, metric)
+        if d.empty:
+            continue
+        d["scheme"] = d.run_id.map(arm)
+        d = d[(d["at"] == "trained") & (d.layer == d.layer.max())]
+        for key, value in extra.items():
+            if key in d:
+                d = d[d[key].astype(str) == value]
+        parts[column] = d.groupby("scheme").value.mean()
+    if not parts:
+        return pd.DataFrame(), {}
+    t = mrr[["scheme", "mrr_ood"]].set_index("scheme").join(pd.DataFrame(parts), how="inner").reset_index()
+    rho = {c: _spearman(t.mrr_ood, t[c]) for c in parts if t[c].notna().sum() >= 3}
+    return t, rho
+
+
+def _spearman(a: pd.Series, b: pd.Series) -> float:
+    keep = a.notna() & b.notna()
+    ra, rb = a[keep].rank(), b[keep].rank()
+    return float(np.corrcoef(ra, rb)[0, 1]) if keep.sum() >= 3 and ra.nunique() > 1 and rb.nunique() > 1 else math.nan
+
+
+def _signed(v: float) -> str:
+    return "n/a" if v != v else f"{v:+.3f}"
+
+
+class Patterns(Section):
+    name, order = "patterns", 15
+    csv_names = ("patterns.csv", "mechanism.csv")
+
+    def build(self, ctx):
+        table = against_parents(ctx.rows)
+        if table.empty:
+            return None
+        mech, rho = mechanism(ctx.df, ctx.rows, ctx.mrr)
+        return {"table": table, "best": best_beyond_l(ctx.mrr, ctx.rows), "mechanism": mech, "rho": rho}
+
+    def blocks(self, built, ctx):
+        out = [Heading("Layer patterns against their uniform parents")]
+        if (best := built["best"]) is not None:
+            sep = ", ".join(best["separated"]) or "none"
+            fams = ", ".join(best["families"]) or "none"
+            out.append(Paragraph(f"Best beyond L: {best['scheme']}, OOD MRR {best['mrr']:.2f} [{best['low']:.2f}, "
+                                 f"{best['high']:.2f}]; separated at 95 % from: {sep}. Best or not separated from the "
+                                 f"best on {len(best['families'])} of {len(best['tasks'])} families: {fams}."))
+        t = built["table"]
+        for pattern, g in t.groupby("pattern", sort=False):
+            counts = g.verdict.value_counts()
+            out.append(Paragraph(f"{pattern} against {g.parent.iloc[0]}: better on {counts.get('better', 0)}, worse on "
+                                 f"{counts.get('worse', 0)}, not separated on {counts.get('not separated', 0)} of "
+                                 f"{len(g)} families."))
+        out += [Paragraph(TEXT), Table(wide(t), index=False)]
+        if not built["mechanism"].empty:
+            m = built["mechanism"]
+            rho = "; ".join(f"Spearman's rho of the OOD MRR with the {c}: {_signed(r)}" for c, r in built["rho"].items())
+            out += [Paragraph(MECHANISM + (f" {rho} (across {len(m)} arms)." if rho else "")),
+                    Table(m.round(3), index=False)]
+        return out
+
+    def csvs(self, built, ctx):
+        files = {"patterns.csv": built["table"].to_csv(index=False)}
+        if not built["mechanism"].empty:
+            files["mechanism.csv"] = built["mechanism"].to_csv(index=False)
+        return files
+
+
+def wide(t: pd.DataFrame) -> pd.DataFrame:
+    """Pattern x family: 'diff [low, high] verdict'."""
+    text = t.assign(cell=[f"{_signed(d)} [{_signed(lo)}, {_signed(hi)}] {v}" for d, lo, hi, v in
+                          zip(t["diff"], t.low, t.high, t.verdict)])
+    w = text.pivot(index=["pattern", "parent"], columns="task", values="cell").reset_index()
+    w.columns.name = None
+    return w
