@@ -52,3 +52,13 @@ def test_each_presets_nope_layer_is_global_and_its_rope_layers_local(arch, local
     layers = make_spec(f"+arch={arch}").model.layers
     assert {l.span for l in layers if l.position == "nope"} == {"full"}
     assert {l.span for l in layers if l.position == "rope"} == {local}
+
+
+@pytest.mark.parametrize("arch", ["command_a", "llama4", "smollm3", "rnope", "swan_gpt", "rope_in_swa"])
+def test_every_hybrid_on_the_hybrids_board_ends_in_its_global_nope_layer(arch):
+    """The pattern section reads the mechanism at the last layer (suite/report/sections/patterns.py):
+    it is a NoPE layer over the full span in every hybrid the hybrids board trains."""
+    board = ROOT.joinpath("conf", "sweep", "hybrids.yaml").read_text()
+    assert re.search(rf"\+arch: .*\b{arch}\b", board)
+    last = make_spec(f"+arch={arch}").model.layers[-1]
+    assert (last.position, last.span) == ("nope", "full")
