@@ -167,6 +167,7 @@ def _partial(tmp_path):
     return write_fixture(tmp_path, sweep="default")
 
 
+@pytest.mark.exhaustive  # three report builds; make test counts declared runs in the skipped-job and whole-board cases
 def test_a_partial_board_says_k_of_n_and_refuses_a_fuller_one_without_force(tmp_path, capsys):
     results, out = _partial(tmp_path), tmp_path / "reports"
     assert report_main(["default", "--results", str(results), "--out", str(out)]) == 0

@@ -211,6 +211,7 @@ def _make_publish(*args):
     return [line for line in out.stdout.splitlines() if line.strip()]
 
 
+@pytest.mark.exhaustive  # three make runs; the pack's own refusals and --replace are checked in make test above
 def test_make_publish_passes_replace_only_when_asked():
     """Publishing packs the rows, then rebuilds the published report from them (the one route,
     with ``make report`` from the shipped rows, that writes reports/<sweep>/).

@@ -141,6 +141,7 @@ def _digests(repo: Path) -> dict:
             for part in ("reports", "published") for p in sorted((repo / part).rglob("*")) if p.is_file()}
 
 
+@pytest.mark.exhaustive  # a copied checkout training two arms; placement, pairing, shift and refusal are unit-tested above
 def test_rank_end_to_end_on_the_fixture_board(tmp_path):
     """In a copy of the checkout with alibi_half added: an arm with other train steps is refused
     naming the field before anything trains; an unknown scheme and an unknown board are refused
