@@ -140,7 +140,7 @@ class NiahMultivalue(_Niah):
         b, starts = self.context(rng, length, needles, [key], 3 + self.n_values)
         ctx = len(b)
         qpos = self.query(b, key, values)
-        return b.example(needle_pos=starts, context_len=ctx,
+        return b.example(needle_starts=starts, context_len=ctx,  # several needles: no single needle_pos
                          slices=self.slices(starts[0], qpos, ctx))
 
 
@@ -168,5 +168,5 @@ class NiahMultiquery(_Niah):
         order = rng.permutation(n)
         qpos = [self.query(b, keys[j], [values[j]]) for j in order]
         first = starts[order[0]]
-        return b.example(needle_pos=starts, query_order=order.tolist(), context_len=ctx,
+        return b.example(needle_starts=starts, query_order=order.tolist(), context_len=ctx,  # several needles
                          slices=self.slices(first, qpos[0], ctx, n_keys=str(n)))

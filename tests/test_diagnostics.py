@@ -24,9 +24,9 @@ import torch
 from suite.evaluation import diagnostics as dg
 from suite.model.lm import PosBenchLM
 from suite.model.span import SPANS
-from tasks import build_task
+from tasks import TASKS, build_task
 from tasks.base import QUERY_ID, WORD_IDS, Example
-from tests.conftest import make_spec
+from tests.conftest import fast_or_exhaustive, make_spec
 
 
 def uniform_window_average(x: torch.Tensor, window: int | None) -> torch.Tensor:
@@ -163,6 +163,21 @@ def test_attention_mass_segments_sum_to_one():
         shares = {r["segment"]: r["value"] for r in rows if r["layer"] == layer}
         total = shares["first"] + shares["needle"] + shares["context"] + shares["question"]
         assert total == pytest.approx(1.0, abs=1e-5) and shares["entropy"] > 0
+
+
+@pytest.mark.parametrize("name", fast_or_exhaustive(sorted(TASKS), {"niah_single", "niah_multivalue", "niah_multiquery"}))
+def test_every_task_gives_the_diagnostics_one_needle_or_none(name):
+    """The attention-mass segments read ``meta["needle_pos"]`` as one needle's start: a task whose
+    examples hold several needles (niah_multivalue, niah_multiquery) names them ``needle_starts``,
+    so a diagnostics run on it stores recency and logit rows and no attention mass."""
+    task = build_task(name)
+    length = 64
+    example = task.generate(np.random.default_rng(0), length)
+    assert isinstance(example.meta.get("needle_pos", 0), int), example.meta["needle_pos"]
+    model = PosBenchLM(make_spec("position=nope", "model.n_layers=2", "model.d_model=32", "model.n_heads=2").model)
+    metrics = {r["metric"] for r in dg.diagnostic_rows(model, [example], "init")}
+    assert {"recency_gap", "logit_gap"} <= metrics
+    assert ("attn_mass" in metrics) == ("needle_pos" in example.meta)
 
 
 def _hand_example(length: int, needle_pos: int, query_pos: int, answer_spans) -> Example:
