@@ -275,6 +275,9 @@ def main(cfg: DictConfig) -> None:
     except KeyboardInterrupt:
         log.error("interrupted: what was stored is kept; rerunning the same command resumes from the last checkpoint")
         sys.exit(130)
+    except Exception as err:  # a failure in one job: said when it happens, not only when a long sweep ends
+        log.error("%s failed: %s: %s", run_label(run_columns(spec), spec.taskset), type(err).__name__, err)
+        raise
     finally:
         distributed.shutdown()
 

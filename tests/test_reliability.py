@@ -230,3 +230,23 @@ def test_a_failure_after_training_keeps_the_trained_model_and_the_rerun_does_not
     assert _values(path) == reference  # the stored model scores as the uninterrupted run's did
     assert store.read_run(path)["run"]["final_loss"] == store.read_run(
         files.result_path(tmp_path / "whole", "ev", run_id(spec)))["run"]["final_loss"]
+
+
+@pytest.mark.exhaustive  # a sweep of two jobs in a process of its own
+def test_a_job_that_fails_in_a_sweep_says_so_when_it_fails(tmp_path):
+    """A sweep of many runs reports a failed job when it fails (one line naming the run and the
+    error), not only when the whole sweep ends; the other jobs still run and Hydra's exit says it
+    failed. Mutation check: dropping the ``except Exception`` of suite/run.py's main makes it fail."""
+    prelude = ("import suite.lifecycle as l\n_real = l.RunLifecycle.setup\n"
+               "def setup(self):\n"
+               "    if self.spec.seed == 1:\n        raise TypeError('a planted failure')\n"
+               "    return _real(self)\n"
+               "l.RunLifecycle.setup = setup\n")
+    out = forked_cli.run([sys.executable, "-m", "suite.run", "-m", *SMALL, "train.steps=2", "seed=0,1",
+                          "launcher=basic", f"results_dir={tmp_path}", f"hydra.sweep.dir={tmp_path}/h"],
+                         cwd=ROOT, timeout=300, prelude=prelude, env={**os.environ, "HYDRA_FULL_ERROR": "0"})
+    text = out.stdout + out.stderr
+    assert out.returncode != 0 and "failed: TypeError: a planted failure" in text
+    failed_at = text.index("failed: TypeError")
+    assert "seed 1" in text[text.rfind("\n", 0, failed_at):failed_at]  # the line names the run
+    assert len(list((tmp_path / "dev").glob("*.json"))) == 1  # seed 0 ran and was stored
