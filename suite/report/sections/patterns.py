@@ -25,6 +25,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from suite.model.span_kinds import KINDS
 from suite.report.blocks import Heading, Paragraph, Table
 from suite.report.boards import scheme_label
 from suite.report.difference import verdict, welch_interval
@@ -49,7 +50,7 @@ def parent_label(row) -> str:
     """The scheme label of a pattern's uniform RoPE parent: its local span and size, else full."""
     local = [s for s in str(row["spans"]).split("+") if s != "full"]
     parent = {"positions": "rope", "pattern": "uniform", "spans": local[0] if local else "full"}
-    for size in ("window", "chunk"):
+    for size in KINDS:  # window, chunk: the parent keeps the pattern's local size
         parent[size] = row.get(size) if local else None
     return scheme_label(parent)
 
