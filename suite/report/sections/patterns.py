@@ -20,9 +20,7 @@ pattern that mixes position schemes (``positions`` such as 'rope+nope') and of i
 """
 from __future__ import annotations
 
-import math
 
-import numpy as np
 import pandas as pd
 
 from suite.model.span_kinds import KINDS
@@ -116,14 +114,8 @@ def mechanism(df: pd.DataFrame, rows: pd.DataFrame, mrr: pd.DataFrame) -> tuple[
     if not parts:
         return pd.DataFrame(), {}
     t = mrr[["scheme", "mrr_ood"]].set_index("scheme").join(pd.DataFrame(parts), how="inner").reset_index()
-    rho = {c: _spearman(t.mrr_ood, t[c]) for c in parts if t[c].notna().sum() >= 3}
+    rho = {c: float(t.mrr_ood.corr(t[c], method="spearman")) for c in parts if t[c].notna().sum() >= 3}
     return t, rho
-
-
-def _spearman(a: pd.Series, b: pd.Series) -> float:
-    keep = a.notna() & b.notna()
-    ra, rb = a[keep].rank(), b[keep].rank()
-    return float(np.corrcoef(ra, rb)[0, 1]) if keep.sum() >= 3 and ra.nunique() > 1 and rb.nunique() > 1 else math.nan
 
 
 def _signed(v: float) -> str:
