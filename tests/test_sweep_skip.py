@@ -45,7 +45,7 @@ def test_a_sweep_trains_every_job_but_those_it_leaves_out(tmp_path):
     and counts as done, not as stored."""
     args = [sys.executable, "-m", "suite.run", "+sweep=hybrids", "train.steps=2", "eval.n_examples=2",
             "eval.multiples=[1]", "logger=none", f"results_dir={tmp_path}", f"hydra.sweep.dir={tmp_path}/h",
-            "+arch=rope,command_a", "seed=0", "launcher=basic", "skip=[{arch: command_a, why: a test}]"]
+            "+arch=rope,command_a", "+family=copy", "seed=0", "launcher=basic", "skip=[{arch: command_a, why: a test}]"]
     out = forked_cli.run(args, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     runs = [json.loads(p.read_text())["run"]["run_id"] for p in (tmp_path / "hybrids").glob("*.json")]
