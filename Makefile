@@ -18,6 +18,11 @@ TASKS  ?= posbench_core
 arg = $(patsubst $(1)=%,%,$(lastword $(filter $(1)=%,$(ARGS))))
 NODE_WHEELS ?= "hydra-core==1.3.8" "omegaconf==2.3.1" "hydra-joblib-launcher==1.2.0" "tabulate==0.10.0" "packaging==26.4"
 
+# The tests start some 25 interpreters (pytest-xdist workers, forked command servers, subprocesses); each
+# reads the modules and the assert-rewritten test files the first one compiled, from the __pycache__ folders
+# (git-ignored), even where the environment sets PYTHONDONTWRITEBYTECODE.
+PYTEST = env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal --durations=15
+
 .DEFAULT_GOAL := help
 # make checkpoint writes, and make sweep RESUME=checkpoint reads, <CHECKPOINTS>/<sweep>.jsonl.gz
 CHECKPOINTS := checkpoints
@@ -44,10 +49,10 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 test: install ## run the test suite on every core (TEST_JOBS=auto), printing the 15 slowest tests
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal --durations=15 -m "not exhaustive" tests
+	$(PYTEST) -m "not exhaustive" tests
 
 test-exhaustive: install ## the rest of the parametrized grids (every scheme x span x path); CI runs it after make test
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal --durations=15 -m exhaustive tests
+	$(PYTEST) -m exhaustive tests
 
 sweep: install ## run a sweep (SWEEP=default|flagship|kz|windows|hybrids|zoo|state|flipflop_path|lm|scale|recipe|gpu|gpu_copy|lm_gpu), then its report; RESUME=published (or checkpoint) first unpacks published/<sweep>.jsonl.gz (or checkpoints/<sweep>.jsonl.gz) so its runs are not trained again
 	$(if $(filter published checkpoint,$(RESUME)),$(BIN)/python -m suite.results.shipped unpack $(SWEEP) --results $(or $(call arg,results_dir),results) --published $(if $(filter checkpoint,$(RESUME)),$(CHECKPOINTS),published),$(if $(RESUME),@echo "RESUME=$(RESUME): valid: published or checkpoint"; exit 2))
