@@ -596,7 +596,7 @@ STATE_CASES = [(name[5:], fn) for name, fn in sorted(globals().items()) if name.
 # Each impossible row takes the one path of store.row_problem / run_problem, and tests/test_store.py
 # checks every such row in-process: make test runs a few of them through the report CLI, make
 # test-exhaustive the rest; every other case is its own path and runs in both.
-ROW_CASES = {"result_value_word", "result_out_of_range", "result_unknown_status", "result_share_over_negative_examples",
+ROW_CASES = {"result_nan_ok", "result_value_word", "result_out_of_range", "result_unknown_status", "result_share_over_negative_examples",
              "result_eval_len_huge", "result_negative_len_ratio", "result_no_config_hash", "result_seed_word",
              "result_wall_word", "result_negative_loss", "result_deeply_nested", "result_no_positions",
              "result_share_over_no_example", "result_unknown_task"}

@@ -16,6 +16,7 @@ makes test_the_task_package_holds_tasks_only fail; ``from suite.model.position i
 test_the_import_graph_has_no_circle fail; a 13th module suite/extra.py makes
 test_suite_has_at_most_12_flat_modules fail."""
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -84,6 +85,7 @@ def _loaded_at_run_time(module: str, path: Path) -> set[str]:
     return set()
 
 
+@functools.cache  # parsed once per test process: every stage's test reads the same graph
 def _graph() -> dict[str, set[str]]:
     return {m: (_imports(p) | _loaded_at_run_time(m, p)) - {m} for m, p in MODULES.items()}
 

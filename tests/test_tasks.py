@@ -17,6 +17,7 @@ from suite.evaluation.evalsets import eval_set_hash
 from tasks import TASKS, build_task
 from tasks.base import decode, encode
 from suite.evaluation.evaluate import score_prediction
+from suite.config.build import non_finite
 from tests.conftest import make_spec
 
 ROOT = Path(__file__).parent.parent
@@ -60,6 +61,8 @@ def test_every_task_has_a_yaml_whose_defaults_build(name):
     assert path.exists(), f"missing {path}"
     spec = make_spec(f"task={name}")
     assert spec.tasks[0].name == name
+    json.dumps(spec.to_dict(), allow_nan=False)  # what a result file keeps is strict JSON
+    assert non_finite(spec.to_dict()) == []
 
 
 @pytest.mark.parametrize("taskset,expected", [
