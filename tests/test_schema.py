@@ -192,3 +192,27 @@ def test_a_plain_dict_is_typed_like_a_composed_config():
     cfg["train"]["steps"] = "many"
     with pytest.raises(SpecError, match="train.steps"):
         build(cfg)
+
+
+def test_register_stores_again_only_what_changed(monkeypatch):
+    """Each composition calls ``schema.register``: it stores nothing new while the store and the schemes are
+    what it last stored, and stores again once the scheme defaults are gone from the store or a scheme is added.
+
+    Mutation check: returning early whenever ``posbench_schema.yaml`` is in the store (the schemes not
+    compared) makes this fail."""
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    schema.register()
+    kept = store.repo[schema.SCHEME_DEFAULTS]
+    schema.register()
+    assert store.repo[schema.SCHEME_DEFAULTS] is kept  # nothing stored again
+    store.repo.pop(schema.SCHEME_DEFAULTS)
+    schema.register()
+    assert sorted(store.repo[schema.SCHEME_DEFAULTS]) == sorted(f"{name}.yaml" for name in SCHEMES)
+    monkeypatch.setitem(SCHEMES, "rope_again", SCHEMES["rope"])
+    schema.register()
+    assert "rope_again.yaml" in store.repo[schema.SCHEME_DEFAULTS]
+    monkeypatch.undo()
+    store.repo[schema.SCHEME_DEFAULTS].pop("rope_again.yaml")
+    schema.register()
