@@ -216,3 +216,17 @@ def test_register_stores_again_only_what_changed(monkeypatch):
     monkeypatch.undo()
     store.repo[schema.SCHEME_DEFAULTS].pop("rope_again.yaml")
     schema.register()
+
+
+def test_the_schema_node_a_build_starts_from_keeps_its_defaults():
+    """``build`` merges each config onto one schema node per process: the merge copies it, so a build with
+    other values leaves the next build's defaults as the schema has them.
+
+    Mutation check: ``OmegaConf.unsafe_merge`` (which merges into its first argument) in ``_typed_root``
+    makes this fail."""
+    from suite.config.build import _schema_node
+
+    default_steps = _schema_node(schema.PosBenchConf).train.steps
+    assert build(composed(["train.steps=7"])).train.steps == 7
+    assert _schema_node(schema.PosBenchConf).train.steps == default_steps
+    assert build(composed([])).train.steps == default_steps
