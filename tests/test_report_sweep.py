@@ -4,6 +4,7 @@ are flagged, and published results sit beside ours with the agreement of orderin
 Mutation check: in suite/report/sections/references.py compare, a pair differs when the signs' product is
 < 0 -> <= 0 (a tie counted as a disagreement) makes test_compare_orders_with_a_published_tie_by_hand fail;
 the authors' MRR computation names its own mutations."""
+import html
 import math
 
 import pandas as pd
@@ -52,13 +53,13 @@ def test_runs_whose_code_changed_are_flagged(tmp_path, capsys):
         store.write_run(tmp_path / "res", "mx", run, {"run_id": run, "sweep": "mx", "spec": spec_for(rows, **_spec(scheme))}, rows)
     assert spec_digest(_spec("rope")) != spec_digest(_spec("alibi"))  # each digest covers its own scheme
     assert main(["mx", "--results", str(tmp_path / "res"), "--out", str(tmp_path / "rep")]) == 0
-    warning = ("1 of 3 runs were computed by other code than this checkout holds: "
-               "their numbers may not be what this code gives; rerun the sweep")
+    warning = ("1 of 3 runs were computed by other code than this checkout holds (git abc; run 2026-01-01): "
+               "they carry that code's protocol, and their numbers may not be what this code gives; rerun the sweep")
     assert warning in capsys.readouterr().err
     md = (tmp_path / "rep" / "mx" / "index.md").read_text().splitlines()
     assert warning in md[2]  # right under the title
     page = (tmp_path / "rep" / "mx" / "index.html").read_text()
-    assert page.index(warning) < page.index("Mean Reciprocal Rank")
+    assert page.index(html.escape(warning)) < page.index("Mean Reciprocal Rank")
     df = store.load(tmp_path / "res" / "mx")
     assert code_status.code_groups(df).to_dict("records") == [{"git_sha": "abc", "code": "current", "runs": 2},
                                                          {"git_sha": "abc", "code": "stale", "runs": 1}]
@@ -153,3 +154,13 @@ def test_the_authors_mrr_ranks_each_seed_apart_with_ties_broken_by_row_order():
     assert ours.loc["MRR, their computation", ["NoPE", "T5", "ALiBi"]].tolist() == pytest.approx([0.667, 0.75, 0.417], abs=1e-3)
     mrrs = references.side_by_side(references.paper_scores(ref), ours)
     assert len(mrrs) == 3 and mrrs.loc["published (their runs, their computation)", "NoPE"] == 0.687
+
+
+def test_the_stale_code_warning_names_the_commits_and_days_that_computed_the_runs():
+    """Mutation check: naming every commit instead of three makes this fail."""
+    runs = pd.DataFrame({"git_sha": ["1111111aaaa", "2222222bbbb", "3333333cccc", "4444444dddd", "1111111aaaa"],
+                         "timestamp": ["2026-12-05T10:00:00+00:00", "2026-12-03T09:00:00+00:00", None,
+                                       "2026-12-04T01:00:00+00:00", "2026-12-05T11:00:00+00:00"]})
+    assert code_status._origin(runs) == "git 1111111, 2222222, 3333333 and 1 more; run 2026-12-03 to 2026-12-05"
+    assert code_status._origin(runs.iloc[:1]) == "git 1111111; run 2026-12-05"
+    assert code_status._origin(runs.drop(columns="git_sha").iloc[2:3]) == ""

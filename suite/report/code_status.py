@@ -31,11 +31,29 @@ def code_groups(df: pd.DataFrame) -> pd.DataFrame:
     return runs.value_counts().rename("runs").reset_index().sort_values(["git_sha", "code"], ignore_index=True)
 
 
+def _origin(runs: pd.DataFrame) -> str:
+    """'git abc1234, def5678; run 2026-12-03 to 2026-12-05': the commits (at most three named) and the
+    days that computed ``runs``, from what each run stored; '' when they stored neither."""
+    def column(name):
+        return runs[name].dropna().astype(str) if name in runs else pd.Series([], dtype=object)
+
+    shas, days = sorted(set(column("git_sha").str[:7])), sorted(set(column("timestamp").str[:10]))
+    parts = []
+    if shas:
+        parts.append("git " + ", ".join(shas[:3]) + (f" and {len(shas) - 3} more" if len(shas) > 3 else ""))
+    if days:
+        parts.append("run " + (days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}"))
+    return "; ".join(parts)
+
+
 def stale_code_warning(df: pd.DataFrame) -> str | None:
-    """A warning line when some runs were computed by code that differs from this checkout's, else None."""
+    """A warning line when some runs were computed by code that differs from this checkout's, naming
+    the commits and days that computed them (whose protocol they carry), else None."""
     status = code_status(df)
-    stale = int((status == "stale").sum())
-    if not stale:
+    stale = status.index[status == "stale"]
+    if not len(stale):
         return None
-    return (f"{stale} of {len(status)} runs were computed by other code than this checkout holds: "
-            "their numbers may not be what this code gives; rerun the sweep")
+    origin = _origin(df.drop_duplicates("run_id").set_index("run_id").loc[stale])
+    return (f"{len(stale)} of {len(status)} runs were computed by other code than this checkout holds"
+            f"{f' ({origin})' if origin else ''}: they carry that code's protocol, and their numbers may not be "
+            "what this code gives; rerun the sweep")
