@@ -152,6 +152,8 @@ def test_a_discrete_bootstrap_is_reported_as_one():
     assert "[1.00, 1.00]" not in ranking_table and "[0.50, 0.50]" not in ranking_table
     assert stats.interval_text(0.87, 0.73, 1.0, 6, 700, 1000) == "0.87 [0.73, 1.00]; 6 distinct values over 1000 replicates"
     assert stats.interval_text(0.62, 0.55, 0.70, 200, 30, 1000) == "0.62 [0.55, 0.70]"
+    # counts read from a column that holds NaN beside them arrive as floats, and are still counts
+    assert stats.interval_text(1.0, 1.0, 1.0, 1.0, 1000.0, 1000) == "1.00; 1 distinct value over 1000 replicates, 1000 at 1.00"
 
 
 def _declared(cells):

@@ -101,6 +101,7 @@ def interval_text(point: float, low: float, high: float, n_distinct: int, modal:
     p = f"{point:.{digits}f}"
     if low is None or high is None or math.isnan(low) or math.isnan(high):
         return f"{p} (no interval)"
+    n_distinct, modal, reps = int(n_distinct), int(modal), int(reps)  # counts read from a float column (NaN beside them)
     values = f"{n_distinct} distinct value{'s' if n_distinct != 1 else ''} over {reps} replicates"
     if high - low <= 0:
         return f"{p}; {values}, {modal} at {low:.{digits}f}"
