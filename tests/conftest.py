@@ -1,5 +1,10 @@
+import atexit
+import functools
 import os
+import shutil
+import tempfile
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -14,6 +19,17 @@ PRE_CRITERION = os.path.join(os.path.dirname(__file__), "data", "pre_criterion_d
 
 if os.environ.get("PYTEST_XDIST_WORKER"):  # one test process per core (make test): one torch thread each
     torch.set_num_threads(1)
+
+
+@functools.cache
+def install_done() -> str:
+    """``STAMP=<a file touched now>`` for a ``make`` command line: its install step counts as done (the stamp is
+    newer than pyproject.toml and the Makefile), in a dry run (-n) and in the sub-makes it starts, so a test never
+    installs anything, whatever order a fresh clone wrote the files in."""
+    folder = Path(tempfile.mkdtemp(prefix="posbench-stamp-"))
+    atexit.register(shutil.rmtree, folder, True)
+    (folder / "installed-stamp").touch()
+    return f"STAMP={folder / 'installed-stamp'}"
 
 
 def make_spec(*overrides):

@@ -8,7 +8,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from suite.config.compose import CONF_DIR
-from tests.conftest import fast_or_exhaustive
+from tests.conftest import install_done, fast_or_exhaustive
 
 ROOT = Path(__file__).parent.parent
 SWEEPS = sorted(p.stem for p in (CONF_DIR / "sweep").glob("*.yaml"))
@@ -60,7 +60,7 @@ def test_the_slurm_readme_command_composes_under_cfg_hydra():
 def _make_n(*args):
     if shutil.which("make") is None:
         pytest.skip("no make")
-    out = subprocess.run(["make", "-n", "--no-print-directory", *args, "STAMP=Makefile"], cwd=ROOT,
+    out = subprocess.run(["make", "-n", "--no-print-directory", *args, install_done()], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     return [line.split() for line in out.stdout.splitlines() if "suite.report" in line]
@@ -82,7 +82,7 @@ def test_make_reproduce_reruns_k_runs_or_every_seed_of_cells():
     """``make reproduce`` passes ``-k K`` (3 by default), and ``CELLS=N`` instead asks for the cell mode.
     Mutation check: the recipe passing ``-k`` whatever CELLS says makes this fail."""
     def command(*args):
-        out = subprocess.run(["make", "-n", "--no-print-directory", "reproduce", *args, "STAMP=Makefile"], cwd=ROOT,
+        out = subprocess.run(["make", "-n", "--no-print-directory", "reproduce", *args, install_done()], cwd=ROOT,
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         (line,) = [line.split() for line in out.stdout.splitlines() if "suite.reproduce" in line]
@@ -94,14 +94,14 @@ def test_make_reproduce_reruns_k_runs_or_every_seed_of_cells():
 
 
 def test_make_summary_prints_the_report_leaderboard_of_the_sweep():
-    out = subprocess.run(["make", "-n", "summary", "SWEEP=windows", "RESULTS=/x", "STAMP=Makefile"], cwd=ROOT,
+    out = subprocess.run(["make", "-n", "summary", "SWEEP=windows", "RESULTS=/x", install_done()], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     (line,) = [line.split() for line in out.stdout.splitlines() if "suite.report.summary" in line]
     assert line[line.index("suite.report.summary") + 1] == "/x/windows"
 
 
 def test_make_sweep_resume_published_unpacks_into_the_results_dir_of_its_args():
-    out = subprocess.run(["make", "-n", "sweep", "RESUME=published", "ARGS=results_dir=/x", "STAMP=Makefile"], cwd=ROOT,
+    out = subprocess.run(["make", "-n", "sweep", "RESUME=published", "ARGS=results_dir=/x", install_done()], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     (line,) = [line.split() for line in out.stdout.splitlines() if "shipped unpack" in line]
     assert line[line.index("unpack") + 1] == "default" and line[line.index("--results") + 1] == "/x"
@@ -110,13 +110,13 @@ def test_make_sweep_resume_published_unpacks_into_the_results_dir_of_its_args():
 
 def test_make_sweep_resume_checkpoint_unpacks_the_committed_checkpoint_and_make_checkpoint_packs_it():
     def lines(*args, key):
-        out = subprocess.run(["make", "-n", *args, "STAMP=Makefile"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        out = subprocess.run(["make", "-n", *args, install_done()], cwd=ROOT, capture_output=True, text=True, timeout=60)
         return [line.split() for line in out.stdout.splitlines() if key in line]
     (line,) = lines("sweep", "SWEEP=scale", "RESUME=checkpoint", key="shipped unpack")
     assert line[line.index("unpack") + 1] == "scale" and line[line.index("--published") + 1] == "checkpoints"
     (line,) = lines("checkpoint", "SWEEP=scale", key="shipped pack")
     assert line[line.index("pack") + 1] == "scale" and line[line.index("--published") + 1] == "checkpoints"
     assert lines("sweep", "SWEEP=scale", key="shipped unpack") == []  # a plain sweep unpacks nothing
-    bad = subprocess.run(["make", "sweep", "SWEEP=scale", "RESUME=later", "STAMP=Makefile"], cwd=ROOT,
+    bad = subprocess.run(["make", "sweep", "SWEEP=scale", "RESUME=later", install_done()], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "RESUME=later: valid: published or checkpoint" in bad.stdout

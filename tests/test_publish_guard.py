@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from suite.results import shipped, store
-from tests.conftest import fast_or_exhaustive
+from tests.conftest import install_done, fast_or_exhaustive
 from tests.test_report import write_fixture
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -206,7 +206,7 @@ def test_an_unreadable_board_is_replaced_only_with_replace(board, capsys, damage
 def _make_publish(*args):
     if shutil.which("make") is None:
         pytest.skip("no make")
-    out = subprocess.run(["make", "-n", "--no-print-directory", "publish", *args, "STAMP=Makefile"], cwd=ROOT,
+    out = subprocess.run(["make", "-n", "--no-print-directory", "publish", *args, install_done()], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     return [line for line in out.stdout.splitlines() if line.strip()]
 
