@@ -215,7 +215,8 @@ SECOND_OF_A_KIND = {"precision-unknown", "loss-on-unknown", "device-unknown", "l
                     "lr-negative", "multiples-empty", "betas-one", "fraction-two", "log-scale-base", "chunk-negative",
                     "alphabet-one", "candidates-one", "t5-buckets-word", "window-fraction", "taskset-param-word",
                     "sweep-name-hidden", "sweep-name-long", "pattern-chunk-overridden", "pattern-layer-key",
-                    "vt-cannot-fit", "taskset-repeated-task", "memory-eval", "multirun-bad-type"}
+                    "vt-cannot-fit", "taskset-repeated-task", "memory-eval", "multirun-bad-type", "seq-len-huge",
+                    "taskset-cannot-fit", "multirun-unfit-job", "sweep-dir-unwritable"}
 FAST_CONFIG = [case for case in CONFIG_CASES if case[0] not in RANGE_CASES | COMPOSE_CASES | SECOND_OF_A_KIND]
 
 
