@@ -164,24 +164,24 @@ GROUPS = {"model": ModelConf, "train": TrainConf, "eval": EvalConf, "logger": Lo
           "pattern": PatternConf, "taskset": TasksetConf}
 
 
-_registered: list = [None]  # what the last register() stored: (the store's repository, the schemes' configs)
+_stored = None  # what the last register() stored: (the store's repository, each scheme's name and config class)
 
 
 def register() -> None:
     """Put the schema and each scheme's defaults in Hydra's ConfigStore and the ``${posbench.tasks:}`` resolver (every
     registered task, as ``conf/taskset/all.yaml`` lists them) in OmegaConf (idempotent). Each composition calls it;
     it stores again only when the store was replaced or emptied, or the schemes changed since it last stored."""
+    global _stored
     store = ConfigStore.instance()
-    now = (store.repo, tuple((name, cls.Config) for name, cls in SCHEMES.items()))
-    if (_registered[0] is not None and _registered[0][0] is now[0] and _registered[0][1] == now[1]
-            and "posbench_schema.yaml" in store.repo and SCHEME_DEFAULTS in store.repo
-            and OmegaConf.has_resolver("posbench.tasks")):
+    schemes = tuple((name, cls.Config) for name, cls in SCHEMES.items())
+    if (_stored is not None and _stored[0] is store.repo and _stored[1] == schemes and "posbench_schema.yaml" in store.repo
+            and SCHEME_DEFAULTS in store.repo and OmegaConf.has_resolver("posbench.tasks")):
         return
     store.store(name="posbench_schema", node=PosBenchConf)
     for name, cls in SCHEMES.items():
         store.store(group=SCHEME_DEFAULTS, name=name, node=scheme_node(cls.Config))
     OmegaConf.register_new_resolver("posbench.tasks", lambda: sorted(TASKS), replace=True)
-    _registered[0] = now
+    _stored = (store.repo, schemes)
 
 
 register()

@@ -20,7 +20,6 @@ pattern that mixes position schemes (``positions`` such as 'rope+nope') and of i
 """
 from __future__ import annotations
 
-
 import pandas as pd
 
 from suite.model.span_kinds import KINDS
