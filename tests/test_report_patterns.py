@@ -6,6 +6,7 @@ byte: lower is better); smollm3 ties RoPE on copy and beats it on code."""
 import json
 from functools import lru_cache
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -109,5 +110,23 @@ def test_the_mechanism_reads_the_trained_last_layer_and_correlates_it_with_the_m
     assert m["recency gap"].to_dict() == pytest.approx({names[a]: v for a, v in GAPS.items()})
     assert m["logit gap"].to_dict() == pytest.approx({names[a]: 2 * v for a, v in GAPS.items()})
     rho = report["patterns"]["rho"]
-    assert rho["recency gap"] == pytest.approx(m.mrr_ood.corr(m["recency gap"], method="spearman"))
+    assert rho["recency gap"]["rho"] == pytest.approx(m.mrr_ood.corr(m["recency gap"], method="spearman"))
+    assert rho["recency gap"]["arms"] == 4
     assert "Spearman's rho of the OOD MRR with the recency gap" in render.markdown(report)
+
+
+def test_rhos_interval_draws_the_arms_and_answers_the_question_it_asks():
+    rising = pd.Series(np.arange(11.0))
+    # a perfectly monotone relation: every replicate with two distinct arms has rho 1
+    assert patterns.rho_interval(rising, rising ** 2) == {"rho": 1.0, "low": 1.0, "high": 1.0, "arms": 11, "reads": "yes"}
+    assert patterns.rho_interval(rising, -rising)["reads"] == "the opposite"
+    gap = pd.Series([0.3, 0.1, np.nan, 0.3, 0.9, 0.2, 0.5, 0.4, 0.1, 0.7, 0.6])  # ties, and one arm without a gap
+    got = patterns.rho_interval(rising, gap, reps=200, seed=3)
+    x, y = rising[gap.notna()].to_numpy(), gap.dropna().to_numpy()
+    draws = []  # the same draws of arms, each rho from pandas' own Spearman (average ranks of ties)
+    for i in np.random.default_rng(3).integers(0, 10, (200, 10)):
+        a, b = pd.Series(x[i]), pd.Series(y[i])
+        draws.append(a.corr(b, method="spearman") if a.nunique() > 1 and b.nunique() > 1 else np.nan)
+    assert got["arms"] == 10 and got["rho"] == pytest.approx(pd.Series(x).corr(pd.Series(y), method="spearman"))
+    assert (got["low"], got["high"]) == pytest.approx(tuple(np.nanpercentile(draws, [2.5, 97.5])))
+    assert got["low"] < 0 < got["high"] and got["reads"] == "not decided at 95 %"

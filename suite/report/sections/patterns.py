@@ -14,13 +14,17 @@ pattern that mixes position schemes (``positions`` such as 'rope+nope') and of i
   last layer's output (cosine similarity of hidden states at lag 1 minus at the far lag) and the
   trained logit gap of the last layer (mean attention logit at distance 1 minus at the far lag,
   heads averaged), the last layer being the global NoPE layer of every hybrid preset on the board
-  (tests/test_presets.py); and Spearman's rank correlation of each with the OOD MRR across arms:
-  do the arms that generalize best have a global layer that reads recency (Yang et al. 2025,
-  arXiv 2501.18795, on the division of labour between local RoPE and global NoPE layers)?
+  (tests/test_presets.py); and Spearman's rank correlation of each with the OOD MRR across arms,
+  with a 95 % percentile bootstrap interval over the arms (``rho_interval``): do the arms that
+  generalize best have a global layer that reads recency (Yang et al. 2025, arXiv 2501.18795, on
+  the division of labour between local RoPE and global NoPE layers)? Yes where the interval lies
+  above 0, the opposite where it lies below, not decided at 95 % where it holds 0.
 """
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
+from scipy.stats import rankdata
 
 from suite.model.span_kinds import KINDS
 from suite.report.blocks import Heading, Paragraph, Table
@@ -28,6 +32,7 @@ from suite.report.boards import scheme_label
 from suite.report.difference import verdict, welch_interval
 from suite.report.sections.base import Section
 from suite.report.sections.recency import diagnostics
+from suite.report.stats import percentile_interval
 
 TEXT = ("Each layer pattern against its uniform RoPE parent (RoPE in every layer, with the pattern's local span, "
         "or full attention when it has none), family by family: the pattern's mean score over the lengths beyond L "
@@ -36,7 +41,9 @@ TEXT = ("Each layer pattern against its uniform RoPE parent (RoPE in every layer
 MECHANISM = ("The mechanism, on the trained models: the recency gap of the last layer's output (cosine similarity "
              "of hidden states at lag 1 minus at the far lag) and the logit gap of the last layer (mean attention "
              "logit at distance 1 minus at the far lag, heads averaged); the last layer is every hybrid's global "
-             "NoPE layer. Mean over seeds and families.")
+             "NoPE layer. Mean over seeds and families; '-' where the far lag lies outside the last layer's span.")
+RHO = ("Intervals: 95 % percentile bootstrap over the arms (drawn with replacement, 1000 replicates, seed 0); "
+       "'yes' where the interval lies above 0, 'the opposite' where it lies below.")
 
 
 def is_hybrid(row) -> bool:
@@ -113,8 +120,35 @@ def mechanism(df: pd.DataFrame, rows: pd.DataFrame, mrr: pd.DataFrame) -> tuple[
     if not parts:
         return pd.DataFrame(), {}
     t = mrr[["scheme", "mrr_ood"]].set_index("scheme").join(pd.DataFrame(parts), how="inner").reset_index()
-    rho = {c: float(t.mrr_ood.corr(t[c], method="spearman")) for c in parts if t[c].notna().sum() >= 3}
+    rho = {c: rho_interval(t.mrr_ood, t[c]) for c in parts if t[c].notna().sum() >= 3}
     return t, rho
+
+
+REPS = 1000  # bootstrap replicates of the arms, seed 0, like the MRR's
+
+
+def rho_interval(mrr: pd.Series, gap: pd.Series, reps: int = REPS, seed: int = 0) -> dict:
+    """Spearman's rho of ``mrr`` with ``gap`` over the arms where both have a value, and its 95 %
+    percentile bootstrap interval (Efron and Tibshirani 1993, §13.3) drawing the arms with
+    replacement; a replicate whose draw leaves either column constant has no rho and is left out."""
+    keep = mrr.notna() & gap.notna()
+    x, y = mrr[keep].to_numpy(float), gap[keep].to_numpy(float)
+    point = float(pd.Series(x).corr(pd.Series(y), method="spearman"))
+    i = np.random.default_rng(seed).integers(0, len(x), (reps, len(x)))
+    rx, ry = (rankdata(v[i], axis=1) for v in (x, y))  # average ranks of ties, as Spearman's rho takes
+    rx, ry = rx - rx.mean(axis=1, keepdims=True), ry - ry.mean(axis=1, keepdims=True)
+    norm = np.sqrt((rx ** 2).sum(axis=1) * (ry ** 2).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        draws = np.where(norm > 0, (rx * ry).sum(axis=1) / norm, np.nan)
+    low, high = percentile_interval(draws)
+    return {"rho": point, "low": float(low), "high": float(high), "arms": int(len(x)), "reads": reads_recency(low, high)}
+
+
+def reads_recency(low: float, high: float) -> str:
+    """The answer an interval of rho gives: do the arms that generalize best read recency more?"""
+    if low != low:
+        return "not decided"
+    return "yes" if low > 0 else "the opposite" if high < 0 else "not decided at 95 %"
 
 
 def _signed(v: float) -> str:
@@ -149,9 +183,11 @@ class Patterns(Section):
         out += [Paragraph(TEXT), Table(wide(t), index=False)]
         if not built["mechanism"].empty:
             m = built["mechanism"]
-            rho = "; ".join(f"Spearman's rho of the OOD MRR with the {c}: {_signed(r)}" for c, r in built["rho"].items())
-            out += [Paragraph(MECHANISM + (f" {rho} (across {len(m)} arms)." if rho else "")),
-                    Table(m.round(3), index=False)]
+            rho = "; ".join(f"Spearman's rho of the OOD MRR with the {c}: {_signed(r['rho'])} [{_signed(r['low'])}, "
+                            f"{_signed(r['high'])}] across {r['arms']} arms (do the arms that generalize best read "
+                            f"recency more? {r['reads']})" for c, r in built["rho"].items())
+            out += [Paragraph(MECHANISM + (f" {rho}." if rho else "") + " " + RHO),
+                    Table(m.round(3).astype(object).where(m.notna(), "-"), index=False)]
         return out
 
     def csvs(self, built, ctx):
