@@ -1,5 +1,5 @@
-"""``python -m suite.report.orderings [board ...]``: what the fair protocol of issue 60 moves on
-each shipped board (published/<board>.jsonl.gz), for the republish note.
+"""``python -m suite.report.orderings [board ...] [--before REV] [--after PATH]``: what the fair
+protocol moves on each shipped board (published/<board>.jsonl.gz), for the republish note.
 
 The headline ordering before the issue ranked the learned runs only, with one MRR over cells that
 pool settings, one tie margin (0.01) for every metric and a bootstrap over seeds only. Each change
@@ -12,6 +12,13 @@ is applied in turn, in this order, so that every move is named by the change tha
 4. ``intervals``: the bootstrap resamples tasks, then seeds: which neighbours' intervals separate
    them, and which bootstraps are discrete.
 
+5. ``retrained``: with ``--before REV``, the four changes apply to the board as git revision REV
+   shipped it (its runs computed by earlier code), and the last step sets that ranking against the
+   board's runs retrained by today's code (``--after``: the shipped rows, or a results folder of
+   the sweep still unpublished), both under the fair protocol: what the code that computes the
+   numbers moved (T5's reach, the text corpora and their scoring, the task hooks). Each of its
+   moves names, in ``where``, the task on which the scheme's own OOD MRR changed most.
+
 For each board it prints the leader before and after and one table of what moved: a scheme whose
 rank changed (within its setting; ranked or not), a pair of schemes whose order flipped, a pair of
 neighbours whose separation changed, and on a board of several settings Kendall's tau between
@@ -21,17 +28,27 @@ functions (``ranking``, ``stability``), with the same seeds, so a rerun prints t
 from __future__ import annotations
 
 import itertools
+import subprocess
 import sys
+import tempfile
 import warnings
+from pathlib import Path
 
 import pandas as pd
 
-from suite.commandline import command, parser
+from suite.commandline import Refused, command, parser
 
-BOARDS = ("default", "flagship", "flipflop_path", "kz", "lm", "scale", "state", "windows", "zoo")
+def shipped_boards() -> list[str]:
+    """The boards under published/, by name."""
+    from suite.results import store
+
+    return sorted(p.name.removesuffix(store.SHIPPED_SUFFIX) for p in Path(store.PUBLISHED).glob(f"*{store.SHIPPED_SUFFIX}"))
+
+
 STEPS = ("tie margin", "every run", "per setting", "intervals")
+RETRAINED = "retrained"
 _SAME = 1e-12  # two MRRs closer than this are one value
-MOVED = ["change", "what moved", "before", "after"]
+MOVED = ["change", "what moved", "before", "after", "where"]
 
 
 def protocol(rows: pd.DataFrame, step: int, intervals: bool = False) -> pd.DataFrame:
@@ -98,7 +115,7 @@ def _rank_text(rank) -> str:
     return "not ranked" if pd.isna(rank) else f"{int(rank)}"
 
 
-def separations(before: pd.DataFrame, after: pd.DataFrame) -> list[dict]:
+def separations(before: pd.DataFrame, after: pd.DataFrame, change: str = "intervals") -> list[dict]:
     """``MOVED`` rows: each pair of neighbours (in the order after) whose OOD intervals separated
     them under one bootstrap and not under the other, and each scheme whose interval became or
     stopped being discrete (``stats.interval_text``)."""
@@ -110,16 +127,20 @@ def separations(before: pd.DataFrame, after: pd.DataFrame) -> list[dict]:
         g = g.reset_index(drop=True)
         for i in range(len(g) - 1):
             x, y = g.label[i], g.label[i + 1]
+            if x not in b.index or y not in b.index:  # a scheme the other table does not rank: its rank says so
+                continue
             was, now = _apart(b.loc[x], b.loc[y]), _apart(g.loc[i], g.loc[i + 1])
             if was != now:
-                out.append({"change": "intervals", "what moved": f"separation of {x} / {y}",
+                out.append({"change": change, "what moved": f"separation of {x} / {y}",
                             "before": was, "after": now})
     for r in after.itertuples():
+        if r.label not in b.index:
+            continue
         old = b.loc[r.label]
         texts = [stats.interval_text(t.mrr_ood, t.mrr_ood_low, t.mrr_ood_high, t.mrr_ood_distinct, t.mrr_ood_modal,
                                      ranking.BOOTSTRAP_REPS) for t in (old, r)]
         if ("distinct" in texts[0]) != ("distinct" in texts[1]):
-            out.append({"change": "intervals", "what moved": f"interval of {r.label}", "before": texts[0],
+            out.append({"change": change, "what moved": f"interval of {r.label}", "before": texts[0],
                         "after": texts[1]})
     return out
 
@@ -170,14 +191,74 @@ def taus(rows: pd.DataFrame) -> list[dict]:
     return out
 
 
-def board_report(board: str) -> str:
-    """The before-and-after of one shipped board, as Markdown."""
+def by_task(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each scheme's OOD MRR on each task alone (every run, each metric's margin): ``label`` x task."""
+    out = {}
+    for task, g in rows.groupby("task"):
+        table = protocol(g, 4)
+        out[task] = table.set_index("label").mrr_ood
+    return pd.DataFrame(out)
+
+
+def where(label: str, before: pd.DataFrame, after: pd.DataFrame) -> str:
+    """'copy 0.50 -> 0.33': the task on which ``label``'s own OOD MRR changed most between two
+    ``by_task`` tables ('' where it has no task in both)."""
+    if label not in before.index or label not in after.index:
+        return ""
+    change = (after.loc[label] - before.loc[label]).dropna()
+    if change.empty:
+        return ""
+    task = change.abs().idxmax()
+    return f"{task} {before.loc[label, task]:.2f} -> {after.loc[label, task]:.2f}"
+
+
+def retrained(old: pd.DataFrame, new: pd.DataFrame, old_rows: pd.DataFrame, new_rows: pd.DataFrame) -> list[dict]:
+    """``MOVED`` rows between the board as shipped before (``old``, under the fair protocol, with
+    intervals) and retrained by today's code (``new``): ranks, orders and separations, each rank or
+    order naming in ``where`` the task that moved the scheme (or the pair's first scheme) most."""
+    tb, ta = by_task(old_rows), by_task(new_rows)
+    out = moves(old, new, RETRAINED) + separations(old, new, RETRAINED)
+    for r in out:
+        label = r["what moved"].split(" of ", 1)[1].split(" / ")[0]
+        r["where"] = where(label, tb, ta)
+    return out
+
+
+def shipped_at(board: str, rev: str) -> pd.DataFrame:
+    """The rows of published/<board>.jsonl.gz as git revision ``rev`` holds them."""
+    from suite.results import store
+
+    path = store.shipped_path(board).as_posix()
+    got = subprocess.run(["git", "show", f"{rev}:{path}"], capture_output=True)
+    if got.returncode != 0:
+        raise Refused(f"--before {rev!r}: git holds no {path} at that revision ({got.stderr.decode().strip()}); "
+                      f"give a commit (or tag) of this repository's history that ships the board, e.g. the "
+                      f"commit before the board was republished (git log -- {path})")
+    with tempfile.TemporaryDirectory() as tmp:
+        file = Path(tmp) / Path(path).name
+        file.write_bytes(got.stdout)
+        return _load(file)
+
+
+def _load(path) -> pd.DataFrame:
     from suite.report import boards
     from suite.results import store
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        rows = boards.primary(store.load(store.shipped_path(board)))
+        return boards.primary(store.load(path))
+
+
+def board_report(board: str, before: str | None = None, after: str | Path | None = None) -> str:
+    """The before-and-after of one shipped board, as Markdown: the protocol's changes on the rows
+    git revision ``before`` shipped (default: the shipped rows), then, with ``before``, the
+    retraining: those against ``after`` (default: the shipped rows; a results folder of the board)."""
+    from suite.report import boards
+    from suite.results import store
+
+    shipped = store.shipped_path(board)
+    now = _load(after if after is not None else shipped)
+    rows = shipped_at(board, before) if before is not None else now
     steps = [protocol(rows, step) for step in range(4)]
     settings = boards.settings_in_order(rows)
     pooled = _within(steps[2], rows) if settings else steps[2]  # the pooled ranks recounted within each setting
@@ -186,21 +267,60 @@ def board_report(board: str) -> str:
     moved = [*moves(steps[0], steps[1], STEPS[0]), *moves(steps[1], steps[2], STEPS[1]),
              *moves(pooled, steps[3], STEPS[2]), *separations(seeds, tasks)]
     moved += taus(rows) if settings else []
-    head = (f"## {board}\n\n{rows.run_id.nunique()} runs, {rows.scheme.nunique()} configurations"
+    final = tasks
+    if before is not None:
+        final = protocol(now, 4, intervals=True)
+        moved += retrained(tasks, final, rows, now)
+        moved += [{**t, "change": RETRAINED} for t in retrained_taus(rows, now)] if settings else []
+    runs = f"{rows.run_id.nunique()} runs, {rows.scheme.nunique()} configurations"
+    if before is not None:
+        runs = (f"{rows.run_id.nunique()} runs at {before}, {now.run_id.nunique()} retrained "
+                f"({now.scheme.nunique()} configurations)")
+    head = (f"## {board}\n\n{runs}"
             + (f", {len(settings)} settings ({'; '.join(settings)})" if settings else "") + ".\n\n"
             f"- leader before (learned runs, pooled, 0.01 for every metric, seeds-only bootstrap): {leader(first)}\n"
-            f"- leader after (every run, per setting, each metric's margin, tasks and seeds): {leader(tasks)}\n")
-    table = pd.DataFrame(moved, columns=MOVED)
+            + (f"- fair protocol on the same runs (every run, per setting, each metric's margin, tasks and seeds): "
+               f"{leader(tasks)}\n" if before is not None else "")
+            + f"- leader after{' retraining' if before is not None else ''} (every run, per setting, each metric's "
+              f"margin, tasks and seeds): {leader(final)}\n")
+    table = pd.DataFrame([{"where": "", **m} for m in moved], columns=MOVED)
     return head + "\n" + (table.to_markdown(index=False) if len(table) else "Nothing moved.") + "\n"
+
+
+def retrained_taus(old: pd.DataFrame, new: pd.DataFrame) -> list[dict]:
+    """``MOVED`` rows of Kendall's tau between settings, every run with tasks and seeds resampled,
+    on the shipped runs and on the retrained ones."""
+    from suite.report import ranking, stability
+
+    built = [stability.build(r, runs=stability.EVERY, resample=ranking.TASKS) for r in (old, new)]
+    if any(b is None for b in built):
+        return []
+    was, now = (b["taus"].set_index(["setting_a", "setting_b"]) for b in built)
+    out = []
+    for key in sorted(set(was.index) | set(now.index)):
+        texts = [stability.tau_text(t.loc[key]) if key in t.index else "-" for t in (was, now)]
+        if texts[0] != texts[1]:
+            out.append({"what moved": f"Kendall tau {key[0]} vs {key[1]}", "before": texts[0], "after": texts[1]})
+    return out
 
 
 @command
 def main(argv: list[str] | None = None, prog: str = "python -m suite.report.orderings") -> int:
     p = parser(prog, __doc__)
-    p.add_argument("boards", nargs="*", default=list(BOARDS), help=f"shipped boards (default: {', '.join(BOARDS)})")
+    shipped = shipped_boards()
+    p.add_argument("boards", nargs="*", default=shipped, help=f"shipped boards (default: {', '.join(shipped)})")
+    p.add_argument("--before", metavar="REV", help="a git revision that ships the board as computed by earlier "
+                   "code: its rows go through the protocol's changes, then meet today's rows (the 'retrained' step)")
+    p.add_argument("--after", metavar="PATH", help="with one board: today's rows from a results folder "
+                   "(results/<board>) instead of the shipped file")
     args = p.parse_args(argv)
+    unknown = [b for b in args.boards if b not in shipped]
+    if unknown:
+        raise Refused(f"unknown board {unknown[0]!r}; the shipped boards are: {', '.join(shipped)}")
+    if args.after is not None and len(args.boards) != 1:
+        raise Refused(f"--after {args.after!r} gives one board's rows: name exactly one board (got {len(args.boards)})")
     for board in args.boards:
-        print(board_report(board), flush=True)
+        print(board_report(board, args.before, args.after), flush=True)
     return 0
 
 
