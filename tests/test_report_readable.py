@@ -122,6 +122,29 @@ def test_a_chunked_run_is_never_drawn_or_tabled_as_a_window(tmp_path, monkeypatc
         plt.close(fig)
 
 
+def test_one_pattern_under_two_schemes_is_two_arms_never_pooled(tmp_path, monkeypatch):
+    runs = {"rope": ("rope", "uniform", 0.5), "alibi": ("alibi", "uniform", 0.9), "swa": ("rope", "rope_in_swa", 0.2)}
+    for run, (scheme, pattern, value) in runs.items():
+        base = {**_row(run, scheme, 0, "copy", 32, value, pattern=pattern), "window": 8 if pattern != "uniform" else None}
+        rows = [{**base, "metric": "recency_gap", "slice": "at=trained,layer=0,site=resid_out,far=16", "sweep": "dg"}]
+        rows += [{**base, "metric": "recency_cos", "slice": f"at=trained,layer=0,site=resid_out,lag={lag}", "sweep": "dg"}
+                 for lag in (1, 4)]
+        store.write_run(tmp_path, "dg", run, {"run_id": run, "sweep": "dg", "spec": spec_for(rows)}, rows)
+    df = store.load(tmp_path / "dg")
+    t = recency.recency_table(df).set_index(["pattern", "positions"])["trained layer 0"]
+    assert t.to_dict() == {("rope_in_swa", "rope"): 0.2, ("uniform", "alibi"): 0.9, ("uniform", "rope"): 0.5}
+    figures = []
+    monkeypatch.setattr(recency, "png", lambda fig: figures.append(fig) or b"")
+    recency.plot_recency(df)
+    assert {line.get_label() for line in figures[0].axes[0].get_lines()} == {
+        "rope_in_swa rope (trained)", "uniform alibi (trained)", "uniform rope (trained)"}
+    recency.plot_profiles(df)
+    assert sorted(ax.get_title() for ax in figures[1].axes if ax.get_title()) == [
+        "rope_in_swa rope w=8", "uniform alibi", "uniform rope"]
+    for fig in figures:
+        plt.close(fig)
+
+
 def test_perf_tables_have_plain_headers_whole_lengths_and_dashes():
     t = pd.DataFrame({"length": [1024.0, 4096.0], "span": ["full", "full"], "peak_mb": [19.4, math.nan],
                       "seconds": [0.1, 0.7]}).pivot_table(index="length", columns="span", values=["peak_mb", "seconds"],

@@ -1,7 +1,9 @@
 """Recency diagnostics: how much a layer's hidden states resemble their near neighbours more than
 far ones (the recency gap, cosine similarity at lag 1 minus at the far lag), at initialization and
 after training, by attention pattern and span size; a table, the gap of the last layer against the
-window, and each layer's profile against the lag. Only runs stored with diagnostics
+window, and each layer's profile against the lag; on a board where one pattern runs under several
+position schemes (the ``hybrids`` board's uniform alibi, rope and nope), each scheme is its own row,
+line and panel (``arm_keys``). Only runs stored with diagnostics
 (``eval.diagnostics``) have these rows; a board without them has no such section."""
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ from suite.report.sections.base import Section
 
 RECENCY_TEXT = ("Mean cosine similarity of hidden states (block outputs) at lag 1 minus at the far lag L "
                 "(the largest grid lag at most half the training length), by layer, at initialization and "
-                "after training; mean over seeds. Rows: pattern and window (0: no window); a sweep with chunked "
-                "layers adds their chunk size (0: none), which is not a window.")
+                "after training; mean over seeds. Rows: pattern (and its position schemes, where one pattern runs "
+                "under several) and window (0: no window); a sweep with chunked layers adds their chunk size "
+                "(0: none), which is not a window.")
 
 
 class Recency(Section):
@@ -59,15 +62,22 @@ def diagnostics(df: pd.DataFrame, metric: str) -> pd.DataFrame:
     return d
 
 
+def arm_keys(d: pd.DataFrame, sizes: list[str]) -> list[str]:
+    """``["pattern"]``, and ``"positions"`` after it where one pattern and span size run under
+    several position schemes: the keys that tell a board's arms apart without pooling two schemes."""
+    several = d.groupby(["pattern", *sizes]).positions.nunique().gt(1).any()
+    return ["pattern", "positions"] if several else ["pattern"]
+
+
 def recency_table(df: pd.DataFrame, site: str = "resid_out") -> pd.DataFrame:
-    """Recency gap f(1) - f(L) of ``site`` by pattern, window (0: none) and, when a run has chunked
-    layers, chunk (0: none) x (stage, layer), mean over seeds."""
+    """Recency gap f(1) - f(L) of ``site`` by pattern (and positions, ``arm_keys``), window (0: none)
+    and, when a run has chunked layers, chunk (0: none) x (stage, layer), mean over seeds."""
     d = diagnostics(df, "recency_gap")
     if d.empty:
         return d
     d = d[d.site == site]
     sizes = size_columns(d)
-    t = d.pivot_table(index=["pattern", *sizes], columns=["at", "layer"], values="value", aggfunc="mean")
+    t = d.pivot_table(index=[*arm_keys(d, sizes), *sizes], columns=["at", "layer"], values="value", aggfunc="mean")
     t.columns = [f"{at} layer {layer}" for at, layer in t.columns]
     return t.reset_index()
 
@@ -80,10 +90,12 @@ def plot_recency(df: pd.DataFrame) -> Plot | None:
         return None
     d = d[(d.site == "resid_out") & (d.layer == d.layer.max())].copy()
     window, *others = size_columns(d)  # others: ["chunk"] when some run has chunked layers
-    lines = d.groupby(["pattern", *others, "at"])
+    arms = arm_keys(d, [window, *others])
+    lines = d.groupby([*arms, *others, "at"])
     fig, ax = plt.subplots(figsize=(6, height_for(lines.ngroups)), dpi=100)
     for key, g in lines:
-        pattern, *sizes, at = key
+        names, (*sizes, at) = key[:len(arms)], key[len(arms):]
+        pattern = " ".join(names)
         extra = "".join(f" {KINDS[kind]}={size}" for kind, size in zip(others, sizes) if size)
         g = g.groupby(window).value.mean()
         ax.plot(g.index, g.values, marker="o", ls="-" if at == "trained" else "--", label=f"{pattern}{extra} ({at})")
@@ -104,11 +116,13 @@ def plot_profiles(df: pd.DataFrame) -> Plot | None:
     d = d[d.site == "resid_out"].copy()
     sizes = size_columns(d)
     d["lag"] = d["lag"].astype(int)
-    panels = list(d.groupby(["pattern", *sizes]))
+    arms = arm_keys(d, sizes)
+    panels = list(d.groupby([*arms, *sizes]))
     cols = min(3, len(panels))
     rows = -(-len(panels) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 2.8 * rows), dpi=90, squeeze=False, sharey=True)
-    for ax, ((pattern, *values), g) in zip(axes.flat, panels):
+    for ax, (key, g) in zip(axes.flat, panels):
+        pattern, values = " ".join(key[:len(arms)]), key[len(arms):]
         for (layer, at), h in g.groupby(["layer", "at"]):
             if at not in ("init", "trained"):
                 continue
