@@ -100,6 +100,10 @@ def with_diagnostics() -> pd.DataFrame:
                               "slice": f"at={at},layer={layer},head=mean,far=16"})
                 extra.append({**r.to_dict(), "metric": "logit_gap", "value": 99.0, "eval_len": 32, "len_ratio": 1.0,
                               "slice": f"at={at},layer={layer},head=0,far=16"})
+                for lag in (0, 1, 4):  # the logit against distance: only the trained last layer's mean head counts
+                    for head, v in (("mean", GAPS[arm] * lag if (at, layer) == ("trained", 3) else -5.0), ("0", 99.0)):
+                        extra.append({**r.to_dict(), "metric": "logit_profile", "value": v, "eval_len": 32,
+                                      "len_ratio": 1.0, "slice": f"at={at},layer={layer},head={head},lag={lag}"})
     return pd.concat([d, pd.DataFrame(extra)], ignore_index=True)
 
 
@@ -113,6 +117,9 @@ def test_the_mechanism_reads_the_trained_last_layer_and_correlates_it_with_the_m
     assert rho["recency gap"]["rho"] == pytest.approx(m.mrr_ood.corr(m["recency gap"], method="spearman"))
     assert rho["recency gap"]["arms"] == 4
     assert "Spearman's rho of the OOD MRR with the recency gap" in render.markdown(report)
+    curves = report["patterns"]["logits"].set_index(["scheme", "lag"]).value
+    assert curves.to_dict() == pytest.approx({(names[a], lag): v * lag for a, v in GAPS.items() for lag in (0, 1, 4)})
+    assert "plots/pattern_logits.png" in render.markdown(report)
 
 
 def test_rhos_interval_draws_the_arms_and_answers_the_question_it_asks():

@@ -18,7 +18,9 @@ pattern that mixes position schemes (``positions`` such as 'rope+nope') and of i
   with a 95 % percentile bootstrap interval over the arms (``rho_interval``): do the arms that
   generalize best have a global layer that reads recency (Yang et al. 2025, arXiv 2501.18795, on
   the division of labour between local RoPE and global NoPE layers)? Yes where the interval lies
-  above 0, the opposite where it lies below, not decided at 95 % where it holds 0.
+  above 0, the opposite where it lies below, not decided at 95 % where it holds 0. Beside it, the
+  curve the logit gap summarizes: each arm's trained last-layer attention logit against distance
+  (``logit_profile``, heads averaged, mean over seeds and families), one line per arm.
 """
 from __future__ import annotations
 
@@ -27,9 +29,10 @@ import pandas as pd
 from scipy.stats import rankdata
 
 from suite.model.span_kinds import KINDS
-from suite.report.blocks import Heading, Paragraph, Table
+from suite.report.blocks import Heading, Image, Paragraph, Table
 from suite.report.boards import scheme_label
 from suite.report.difference import verdict, welch_interval
+from suite.report.plots import Plot, height_for, legend_beside, plt, png
 from suite.report.sections.base import Section
 from suite.report.sections.recency import diagnostics
 from suite.report.stats import percentile_interval
@@ -151,6 +154,37 @@ def reads_recency(low: float, high: float) -> str:
     return "yes" if low > 0 else "the opposite" if high < 0 else "not decided at 95 %"
 
 
+def logit_curves(df: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """``scheme, lag, value``: each arm's trained last-layer attention logit at each distance, heads
+    averaged (``head=mean``), mean over seeds and families; empty without ``logit_profile`` rows."""
+    d = diagnostics(df, "logit_profile")
+    if d.empty:
+        return d
+    d = d[(d["at"] == "trained") & (d.layer == d.layer.max()) & (d["head"].astype(str) == "mean")].copy()
+    d["scheme"] = d.run_id.map(rows.drop_duplicates("run_id").set_index("run_id").scheme)
+    d["lag"] = d["lag"].astype(int)
+    return d.dropna(subset=["scheme"]).groupby(["scheme", "lag"], as_index=False).value.mean()
+
+
+def plot_logits(curves: pd.DataFrame, order: list[str], styles: dict) -> Plot:
+    """Attention logit against distance (log axis; distance 0, the token itself, at 1/2), one line
+    per arm in board order, in its board style."""
+    arms = [a for a in order if a in set(curves.scheme)]
+    fig, ax = plt.subplots(figsize=(6.4, height_for(len(arms))), dpi=100)
+    for arm in arms:
+        c = curves[curves.scheme == arm].sort_values("lag")
+        look = styles.get(arm)
+        ax.plot(c.lag.clip(lower=0.5), c.value, label=arm, lw=1.3, ms=3,
+                color=None if look is None else look.color, marker=None if look is None else look.marker)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("distance (tokens; 0 drawn at 1/2)")
+    ax.set_ylabel("mean attention logit")
+    ax.set_title("last layer, trained: attention logit against distance")
+    ax.grid(alpha=0.3)
+    legend_beside(fig, ax)
+    return png(fig)
+
+
 def _signed(v: float) -> str:
     return "n/a" if v != v else f"{v:+.3f}"
 
@@ -164,7 +198,8 @@ class Patterns(Section):
         if table.empty:
             return None
         mech, rho = mechanism(ctx.df, ctx.rows, ctx.mrr)
-        return {"table": table, "best": best_beyond_l(ctx.mrr, ctx.rows), "mechanism": mech, "rho": rho}
+        return {"table": table, "best": best_beyond_l(ctx.mrr, ctx.rows), "mechanism": mech, "rho": rho,
+                "logits": logit_curves(ctx.df, ctx.rows)}
 
     def blocks(self, built, ctx):
         out = [Heading("Layer patterns against their uniform parents")]
@@ -188,7 +223,14 @@ class Patterns(Section):
                             f"recency more? {r['reads']})" for c, r in built["rho"].items())
             out += [Paragraph(MECHANISM + (f" {rho}." if rho else "") + " " + RHO),
                     Table(m.round(3).astype(object).where(m.notna(), "-"), index=False)]
+        if not built["logits"].empty:
+            out.append(Image("pattern_logits", "each arm's last-layer attention logit against distance"))
         return out
+
+    def plots(self, built, ctx):
+        if built["logits"].empty:
+            return {}
+        return {"pattern_logits": plot_logits(built["logits"], list(ctx.mrr.scheme), ctx.styles)}
 
     def csvs(self, built, ctx):
         files = {"patterns.csv": built["table"].to_csv(index=False)}
