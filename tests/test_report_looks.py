@@ -162,14 +162,14 @@ def test_the_summary_heatmap_labels_its_rows_short(monkeypatch):
     """The summary heatmap of the scale board's 24 labels: each row's label at most 32 characters,
     no two alike, in the order given.
 
-    Mutation check: in suite/report/sections/verdict.py ``plot_summary`` labelling its rows by
+    Mutation check: in suite/report/sections/summary.py ``plot_summary`` labelling its rows by
     ``schemes`` (the whole labels) makes this fail."""
-    from suite.report.sections import verdict
+    from suite.report.sections import summary
 
     drawn = []
-    monkeypatch.setattr(verdict, "png", lambda fig: drawn.append(fig) or plots.Plot(b"", []))
+    monkeypatch.setattr(summary, "png", lambda fig: drawn.append(fig) or plots.Plot(b"", []))
     b = board(SCALE).assign(train_len=16)  # every cell beyond training
-    verdict.plot_summary(b, SCALE)
+    summary.plot_summary(b, SCALE)
     rows = [t.get_text() for t in drawn[0].axes[0].get_yticklabels()]
     plt.close(drawn[0])
     assert len(rows) == 24 and len(set(rows)) == 24 and max(map(len, rows)) <= labels.LABEL_MAX

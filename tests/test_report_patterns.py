@@ -71,7 +71,12 @@ def test_the_report_opens_the_section_with_the_best_arm_and_each_patterns_count(
     best = report["patterns"]["best"]
     assert best["scheme"] == "rope swa w=16" and best["tasks"] == ["code", "copy"]
     assert best["families"] == ["code"]  # on copy command_a leads it, separated
-    assert "Best beyond L: rope swa w=16, OOD MRR 0.75" in text and "on 1 of 2 families: code." in text
+    assert "Best beyond L: rope swa w=16 (1 of 4 arms), OOD MRR 0.75" in text and "on 1 of 2 families: code." in text
+    # the first arm is a uniform stack: the best layer pattern follows, second of the four arms
+    pattern = report["patterns"]["best_pattern"]
+    assert pattern["scheme"] in ("command_a w=16", "smollm3") and pattern["place"] == 2 and pattern["mrr"] == pytest.approx(2 / 3)
+    assert f"Best layer pattern beyond L: {pattern['scheme']} (2 of 4 arms), OOD MRR 0.67" in text
+    assert text.index("Layer patterns against") < text.index("plots/summary.png")  # the board opens with the verdict
 
 
 def test_a_board_of_uniform_stacks_has_no_pattern_section():

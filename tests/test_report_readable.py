@@ -21,8 +21,7 @@ from suite.bench import perf as bench
 
 from suite.results import store
 from suite.report import boards, plots, render
-from suite.report.sections import effective_length
-from suite.report.sections import breakdowns, effective_length, recency, verdict
+from suite.report.sections import breakdowns, effective_length, recency, summary
 from tests.test_report import _row, frame
 
 
@@ -76,10 +75,10 @@ def test_the_summary_heatmap_holds_the_first_length_beyond_training():
 @pytest.mark.parametrize("draw", ["task", "summary"])
 def test_legends_and_colour_bars_sit_outside_the_data(monkeypatch, draw):
     figures = []
-    for module in (plots, verdict):
+    for module in (plots, summary):
         monkeypatch.setattr(module, "png", lambda fig: figures.append(fig) or b"")
     board = boards.leaderboard(_df())
-    plots.plot_task(board, "copy") if draw == "task" else verdict.plot_summary(board, ["alibi", "rope"])
+    plots.plot_task(board, "copy") if draw == "task" else summary.plot_summary(board, ["alibi", "rope"])
     fig = figures[0]
     fig.canvas.draw()
     ax = fig.axes[0]

@@ -2,9 +2,11 @@
 ``hybrids`` board's question (README, "Layer patterns"). Present on a board that holds runs of a
 pattern that mixes position schemes (``positions`` such as 'rope+nope') and of its parent.
 
-* The best pattern beyond L: the first arm by OOD MRR (the headline MRR, ``Context.mrr``), the
+* The best arm beyond L: the first arm by OOD MRR (the headline MRR, ``Context.mrr``), the
   arms whose interval lies wholly below its own (separated at 95 %), and the families on which
-  its mean OOD score is the best or not separated from the best (``difference.verdict``).
+  its mean OOD score is the best or not separated from the best (``difference.verdict``); where
+  that arm is a uniform stack (the board's ALiBi), the same for the best layer pattern. The
+  section stands before the summary heatmap, so a board of patterns opens with its verdict.
 * Each pattern against its uniform RoPE parent: RoPE in every layer with the pattern's local span
   (``rope swa w=16`` for command_a, ``rope chunked c=16`` for llama4), or with full attention when
   the pattern has none (smollm3, rnope). Per family, each run's mean score over the lengths beyond
@@ -29,7 +31,7 @@ import pandas as pd
 from scipy.stats import rankdata
 
 from suite.model.span_kinds import KINDS
-from suite.report.blocks import Heading, Image, Paragraph, Table
+from suite.report.blocks import Heading, Image, Paragraph, Strong, Table
 from suite.report.boards import scheme_label
 from suite.report.difference import verdict, welch_interval
 from suite.report.plots import Plot, height_for, legend_beside, plt, png
@@ -87,12 +89,16 @@ def against_parents(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def best_beyond_l(mrr: pd.DataFrame, rows: pd.DataFrame) -> dict | None:
-    """The first arm by OOD MRR, the arms separated from it, and the families where it is best or
-    not separated from the best arm of that family."""
+def best_beyond_l(mrr: pd.DataFrame, rows: pd.DataFrame, among: set | None = None) -> dict | None:
+    """The first arm by OOD MRR (of the arms ``among``, default every arm), its place among every
+    arm, the arms separated from it (its interval wholly above theirs), and the families where it is
+    best or not separated from the best arm of that family."""
     if mrr.empty or "mrr_ood_low" not in mrr:
         return None
-    top = mrr.iloc[0]
+    mine = mrr[mrr.scheme.isin(among)] if among is not None else mrr
+    if mine.empty:
+        return None
+    top = mine.iloc[0]
     below = [s for s, high in zip(mrr.scheme, mrr.mrr_ood_high) if s != top.scheme and high < top.mrr_ood_low]
     runs, families = ood_by_run(rows), []
     for task, g in runs.groupby("task"):
@@ -103,6 +109,7 @@ def best_beyond_l(mrr: pd.DataFrame, rows: pd.DataFrame) -> dict | None:
         if len(mine) and (best == top.scheme or verdict(mine, g[g.scheme == best].score, up) in ("not separated", "same")):
             families.append(task)
     return {"scheme": top.scheme, "mrr": top.mrr_ood, "low": top.mrr_ood_low, "high": top.mrr_ood_high,
+            "place": list(mrr.scheme).index(top.scheme) + 1, "arms": len(mrr),
             "separated": below, "families": families, "tasks": sorted(runs.task.unique())}
 
 
@@ -185,12 +192,20 @@ def plot_logits(curves: pd.DataFrame, order: list[str], styles: dict) -> Plot:
     return png(fig)
 
 
+def _best_text(what: str, best: dict) -> str:
+    sep = ", ".join(best["separated"]) or "none"
+    fams = ", ".join(best["families"]) or "none"
+    return (f"{what}: {best['scheme']} ({best['place']} of {best['arms']} arms), OOD MRR {best['mrr']:.2f} "
+            f"[{best['low']:.2f}, {best['high']:.2f}]; separated at 95 % from: {sep}. Best or not separated from the "
+            f"best on {len(best['families'])} of {len(best['tasks'])} families: {fams}.")
+
+
 def _signed(v: float) -> str:
     return "n/a" if v != v else f"{v:+.3f}"
 
 
 class Patterns(Section):
-    name, order = "patterns", 15
+    name, order = "patterns", 11
     csv_names = ("patterns.csv", "mechanism.csv")
 
     def build(self, ctx):
@@ -198,23 +213,25 @@ class Patterns(Section):
         if table.empty:
             return None
         mech, rho = mechanism(ctx.df, ctx.rows, ctx.mrr)
-        return {"table": table, "best": best_beyond_l(ctx.mrr, ctx.rows), "mechanism": mech, "rho": rho,
+        best = best_beyond_l(ctx.mrr, ctx.rows)
+        best_pattern = best_beyond_l(ctx.mrr, ctx.rows, among=set(table.pattern))
+        return {"table": table, "best": best, "best_pattern": best_pattern, "mechanism": mech, "rho": rho,
                 "logits": logit_curves(ctx.df, ctx.rows)}
 
     def blocks(self, built, ctx):
         out = [Heading("Layer patterns against their uniform parents")]
-        if (best := built["best"]) is not None:
-            sep = ", ".join(best["separated"]) or "none"
-            fams = ", ".join(best["families"]) or "none"
-            out.append(Paragraph(f"Best beyond L: {best['scheme']}, OOD MRR {best['mrr']:.2f} [{best['low']:.2f}, "
-                                 f"{best['high']:.2f}]; separated at 95 % from: {sep}. Best or not separated from the "
-                                 f"best on {len(best['families'])} of {len(best['tasks'])} families: {fams}."))
+        best, pattern = built["best"], built.get("best_pattern")
+        if best is not None:
+            out.append(Strong(_best_text("Best beyond L", best)))
+        if pattern is not None and best is not None and pattern["scheme"] != best["scheme"]:
+            out.append(Strong(_best_text("Best layer pattern beyond L", pattern)))
         t = built["table"]
-        for pattern, g in t.groupby("pattern", sort=False):
+        for name, g in t.groupby("pattern", sort=False):
             counts = g.verdict.value_counts()
-            out.append(Paragraph(f"{pattern} against {g.parent.iloc[0]}: better on {counts.get('better', 0)}, worse on "
-                                 f"{counts.get('worse', 0)}, not separated on {counts.get('not separated', 0)} of "
-                                 f"{len(g)} families."))
+            other = "".join(f", {v} on {n}" for v, n in counts.items() if v not in ("better", "worse", "not separated"))
+            out.append(Paragraph(f"{name} against {g.parent.iloc[0]}: better on {counts.get('better', 0)}, worse on "
+                                 f"{counts.get('worse', 0)}, not separated on {counts.get('not separated', 0)}{other} "
+                                 f"of {len(g)} families."))
         out += [Paragraph(TEXT), Table(wide(t), index=False)]
         if not built["mechanism"].empty:
             m = built["mechanism"]

@@ -2,8 +2,9 @@
 ranks first by the MRR over every run, and whether its interval separates it from the second; on
 a board that varies the training length or the model, that in each setting and whether the
 settings' orders agree; how many runs have not learned, and who leads over the learned runs alone
-where that differs), the setup a reader needs before the tables (model, training steps
-and the protocol, training length L, eval lengths, seeds, runs) and the summary heatmap. A board
+where that differs) and the setup a reader needs before the tables (model, training steps
+and the protocol, training length L, eval lengths, seeds, runs); the summary heatmap follows
+(``summary``), after the layer patterns' verdict on a board that has one. A board
 with fewer runs than its sweep declares, or with runs of other code, says so first.
 
 The protocol: runs trained to criterion (a ``check_score`` row, or a stored spec with
@@ -19,34 +20,24 @@ import numpy as np
 import pandas as pd
 
 from suite.report import stats
-from suite.report.blocks import Alert, Heading, Image, Paragraph, Strong
-from suite.report.boards import first_ood
-from suite.report.labels import shared_options, short_labels
+from suite.report.blocks import Alert, Heading, Paragraph, Strong
 from suite.report.ranking import BOOTSTRAP_REPS, LEARNED
-from suite.report.plots import Plot, plt, png
 from suite.report.sections.base import Section
 from suite.report.sections.steps import cap_steps
 from suite.results.has_learned import check_rows
-
-SUMMARY = "summary: every scheme on every task at the first length beyond training"
 
 
 class Verdict(Section):
     name, order = "verdict", 10
 
     def build(self, ctx):
-        return {"verdict": headline(ctx.mrr, ctx.not_learned, ctx.runs, ctx.stability), "setup": setup(ctx.df, ctx.rows),
-                "summary": not first_ood(ctx.board).empty}
+        return {"verdict": headline(ctx.mrr, ctx.not_learned, ctx.runs, ctx.stability), "setup": setup(ctx.df, ctx.rows)}
 
     def blocks(self, built, ctx):
         out = [Heading("PosBench leaderboard: ", 1, code=ctx.sweep)]
         out += [Alert(ctx.coverage)] if ctx.coverage else []
         out += [Alert(f"Warning: {ctx.warning}")] if ctx.warning else []
-        out += [Strong(built["verdict"], id="verdict"), Paragraph(built["setup"], id="setup")]
-        return out + ([Image("summary", SUMMARY, id="summary")] if built["summary"] else [])
-
-    def plots(self, built, ctx):
-        return {"summary": plot_summary(ctx.board, list(ctx.mrr.scheme))} if built["summary"] else {}
+        return out + [Strong(built["verdict"], id="verdict"), Paragraph(built["setup"], id="setup")]
 
 
 def headline(mrr: pd.DataFrame, not_learned: int, runs: int, stability: dict | None = None) -> str:
@@ -187,38 +178,3 @@ def setup(df: pd.DataFrame, rows: pd.DataFrame | None = None) -> str:
     lengths = (rows if rows is not None and len(rows) else df).eval_len
     return (f"Setup: model {model}; {protocol(df, runs)}; trained at L = {_values(runs.train_len)} tokens; "
             f"evaluated at {_values(lengths)} tokens; seeds {_values(runs.seed)}; {runs.run_id.nunique()} runs.")
-
-
-def _lengths(eval_lens: pd.Series) -> str:
-    """'64', or '40-256' where the settings of a task reach beyond training at different lengths."""
-    lengths = sorted({int(e) for e in eval_lens})
-    return f"{lengths[0]}" if len(lengths) == 1 else f"{lengths[0]}-{lengths[-1]}"
-
-
-def plot_summary(board: pd.DataFrame, order: list[str]) -> Plot | None:
-    """Heatmap of schemes (rows, in ``order``: the headline MRR's, best first) x tasks at each task's first eval
-    length beyond training, coloured by the headline metric's mean over seeds, each cell annotated
-    with the mean and its 95 % interval (or why it is empty); rows labelled short (``labels.short_labels``)."""
-    first = first_ood(board)
-    if first.empty:
-        return None
-    tasks = sorted(first.task.unique())
-    schemes = [s for s in order if s in set(first.scheme)] + sorted(set(first.scheme) - set(order))
-    grid = np.full((len(schemes), len(tasks)), np.nan)
-    fig, ax = plt.subplots(figsize=(1.9 * len(tasks) + 2.6, 0.45 * len(schemes) + 1.4), dpi=100)
-    for _, r in first.iterrows():
-        i, j = schemes.index(r.scheme), tasks.index(r.task)
-        grid[i, j] = r["mean"]
-        text = (f"{r['mean']:.2f}\n[{r.ci_low:.2f}, {r.ci_high:.2f}]" if r["n"] else "-" if r.status == "unsupported"
-                else str(r.status))
-        ax.text(j, i, text, ha="center", va="center", fontsize=7,
-                color="white" if r["n"] and r["mean"] < 0.55 else "black")
-    image = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis", vmin=0, vmax=1, aspect="auto")
-    ax.set_xticks(range(len(tasks)), [f"{t}\n{_lengths(first[first.task == t].eval_len)} tokens" for t in tasks], fontsize=8)
-    short = short_labels(schemes)  # 'alibi d_ff=192 t_len=32', not the scale board's 90 characters
-    ax.set_yticks(range(len(schemes)), [short[s] for s in schemes], fontsize=8)
-    shared = shared_options(schemes)  # what the short labels leave out, said once
-    ax.set_title("first length beyond training: mean over seeds [95 % interval]"
-                 + (f"\nevery row: {' '.join(shared)}" if shared else ""), fontsize=9)
-    fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02, label="headline metric")
-    return png(fig)
