@@ -112,8 +112,9 @@ def test_a_chunked_run_is_never_drawn_or_tabled_as_a_window(tmp_path, monkeypatc
     figures = []
     monkeypatch.setattr(recency, "png", lambda fig: figures.append(fig) or b"")
     recency.plot_recency(df)
-    lines = {line.get_label(): list(line.get_xdata()) for line in figures[0].axes[0].get_lines()}
-    assert lines["llama4 c=8 (trained)"] == [0] and lines["rope_in_swa (trained)"] == [8]
+    assert [ax.get_title() for ax in figures[0].axes] == ["at initialization", "trained"]
+    lines = {line.get_label(): list(line.get_xdata()) for line in figures[0].axes[1].get_lines()}
+    assert lines["llama4 c=8"] == [0] and lines["rope_in_swa"] == [8]
     recency.plot_profiles(df)
     titles = sorted(ax.get_title() for ax in figures[1].axes if ax.get_title())
     assert titles == ["llama4 c=8", "rope_in_swa w=8", "uniform"]
@@ -135,8 +136,10 @@ def test_one_pattern_under_two_schemes_is_two_arms_never_pooled(tmp_path, monkey
     figures = []
     monkeypatch.setattr(recency, "png", lambda fig: figures.append(fig) or b"")
     recency.plot_recency(df)
-    assert {line.get_label() for line in figures[0].axes[0].get_lines()} == {
-        "rope_in_swa rope (trained)", "uniform alibi (trained)", "uniform rope (trained)"}
+    assert [ax.get_title() for ax in figures[0].axes] == ["trained"]  # no init rows: one panel
+    drawn = [(line.get_label(), line.get_color(), line.get_marker()) for line in figures[0].axes[0].get_lines()]
+    assert {label for label, _, _ in drawn} == {"rope_in_swa rope", "uniform alibi", "uniform rope"}
+    assert len({colour for _, colour, _ in drawn}) == 3  # each arm its own colour, not a marker alone
     recency.plot_profiles(df)
     assert sorted(ax.get_title() for ax in figures[1].axes if ax.get_title()) == [
         "rope_in_swa rope w=8", "uniform alibi", "uniform rope"]

@@ -76,6 +76,15 @@ def style_map(schemes) -> dict[str, Style]:
     return out
 
 
+def distinct_map(names) -> dict[str, Style]:
+    """{name: Style} for lines that are not schemes (a plot's own groups, such as the recency plot's
+    patterns): each of the first ``len(COLOURS)`` names, in sorted order, its own colour, then the
+    colours again with the next marker; so a plot of few lines never tells two apart by marker alone."""
+    names = sorted(set(names))
+    return {name: Style(COLOURS[i % len(COLOURS)], MARKERS[(i // len(COLOURS)) % len(MARKERS)])
+            for i, name in enumerate(names)}
+
+
 def drawn(fig) -> list[dict]:
     """Each labelled line of each axes of ``fig`` (legend order), as {axes, label, color, marker}:
     what was drawn, read from the artists, not what was meant."""

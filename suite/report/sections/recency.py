@@ -15,6 +15,7 @@ from suite.report.blocks import Heading, Image, Paragraph, Table
 from suite.report.boards import scheme_label, size_label
 from suite.report.plots import Plot, height_for, legend_beside, plt, png
 from suite.report.sections.base import Section
+from suite.report.styles import distinct_map
 
 RECENCY_TEXT = ("Mean cosine similarity of hidden states (block outputs) at lag 1 minus at the far lag L "
                 "(the largest grid lag at most half the training length), by layer, at initialization and "
@@ -83,27 +84,32 @@ def recency_table(df: pd.DataFrame, site: str = "resid_out") -> pd.DataFrame:
 
 
 def plot_recency(df: pd.DataFrame) -> Plot | None:
-    """Recency gap of the last layer's output against window size, per pattern (and chunk size: a
-    chunked run is its own line, at window 0, never a point on the window axis), at init and trained."""
+    """Recency gap of the last layer's output against window size, one panel per stage (init,
+    trained), one line per pattern (and position scheme, ``arm_keys``; a chunked run is its own
+    line, at window 0, never a point on the window axis), each line in its own colour
+    (``styles.distinct_map``), the same in both panels."""
     d = diagnostics(df, "recency_gap")
     if d.empty:
         return None
     d = d[(d.site == "resid_out") & (d.layer == d.layer.max())].copy()
     window, *others = size_columns(d)  # others: ["chunk"] when some run has chunked layers
     arms = arm_keys(d, [window, *others])
-    lines = d.groupby([*arms, *others, "at"])
-    fig, ax = plt.subplots(figsize=(6, height_for(lines.ngroups)), dpi=100)
-    for key, g in lines:
-        names, (*sizes, at) = key[:len(arms)], key[len(arms):]
-        pattern = " ".join(names)
-        extra = "".join(f" {KINDS[kind]}={size}" for kind, size in zip(others, sizes) if size)
-        g = g.groupby(window).value.mean()
-        ax.plot(g.index, g.values, marker="o", ls="-" if at == "trained" else "--", label=f"{pattern}{extra} ({at})")
-    ax.set_xlabel("window (0: no window)")
-    ax.set_ylabel("recency gap f(1) - f(L)")
-    ax.set_title("last layer output: recency gap against window")
-    ax.grid(alpha=0.3)
-    legend_beside(fig, ax)
+    d["line"] = [" ".join(str(v) for v in names) + "".join(f" {KINDS[k]}={size}" for k, size in zip(others, sizes) if size)
+                 for names, sizes in zip(d[arms].itertuples(index=False), d[others].itertuples(index=False))]
+    styles = distinct_map(d.line)
+    stages = [at for at in ("init", "trained") if at in set(d["at"])]
+    fig, axes = plt.subplots(1, len(stages), figsize=(4.2 * len(stages) + 1, height_for(d.line.nunique())), dpi=100,
+                             sharey=True, squeeze=False)
+    for ax, at in zip(axes[0], stages):
+        for line, g in d[d["at"] == at].groupby("line"):
+            g = g.groupby(window).value.mean()
+            ax.plot(g.index, g.values, marker=styles[line].marker, color=styles[line].color, label=line)
+        ax.set_title(f"{'at initialization' if at == 'init' else 'trained'}")
+        ax.set_xlabel("window (0: no window)")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("recency gap f(1) - f(L)")
+    fig.suptitle("last layer output: recency gap against window")
+    legend_beside(fig, axes[0][-1])
     return png(fig)
 
 
