@@ -46,13 +46,13 @@ def test_the_shipped_boards_are_what_the_fresh_copy_assumes():
             run_spec_from_dict(payload["run"]["spec"])
 
 
-T5_BEFORE = 128  # the max_distance every T5 layer had before it followed the training length (issue 60)
+T5_BEFORE = 128  # the max_distance every T5 layer had before it followed the training length
 
 
 def _todays_t5(spec: dict) -> dict:
     """A shipped spec as today's sweep file composes it: each T5 layer stored with the old fixed
     ``max_distance`` of 128 reads the training length's (``default_max_distance``), the one
-    change of configuration issue 60 made on purpose to every board that holds T5."""
+    change of configuration the fair protocol made on purpose to every board that holds T5."""
     from suite.model.position.t5 import default_max_distance
 
     model = spec["model"]
@@ -65,11 +65,11 @@ def _todays_t5(spec: dict) -> dict:
     return {**spec, "model": {**model, "layers": layers}}
 
 
-TEXT_TASKS = {"code", "prose"}  # natural text: issue 60 gave it the same-target-bytes protocol
+TEXT_TASKS = {"code", "prose"}  # natural text: the fair protocol gave it the same-target-bytes protocol
 
 
 def _text_protocol_apart(spec: dict) -> dict:
-    """A natural-text run's spec with what issue 60's text protocol changed set aside (the task's
+    """A natural-text run's spec with what the fair text protocol changed set aside (the task's
     options: corpus digest and target; the number of evaluation examples), on both sides alike:
     its model, recipe, lengths and seed must still match. Other tasks' specs are unchanged."""
     if not {t["name"] for t in spec["tasks"]} & TEXT_TASKS:
@@ -113,7 +113,7 @@ def test_two_shipped_boards_of_the_same_runs_match_both_ways(tmp_path, capsys):
 # families a sweep file gained that its shipped board does not hold yet (none at present)
 NOT_YET_SHIPPED: dict[str, set[str]] = {}
 # boards whose sweep file changed every configuration on purpose and that wait to be republished
-REPUBLISH_PENDING = {"kz.jsonl.gz": "issue 60: conf/sweep/kz.yaml now evaluates every length L+1 .. 2L and maps the "
+REPUBLISH_PENDING = {"kz.jsonl.gz": "the fair protocol: conf/sweep/kz.yaml now evaluates every length L+1 .. 2L and maps the "
                                     "paper's APE to sinusoidal positions; published/kz.jsonl.gz is republished later"}
 
 

@@ -1,4 +1,4 @@
-"""A fair protocol (issue 60): no ordering comes from the protocol itself. The headline ranks every
+"""A fair protocol (docs/protocol.md): no ordering comes from the protocol itself. The headline ranks every
 run, learned or not; a board that varies the training length or the model ranks within each
 setting and never pools settings in a cell; the bootstrap resamples tasks as well as seeds and a
 discrete one says so; each metric's tie margin is its own, on its own scale.
@@ -47,7 +47,7 @@ def test_a_scheme_with_no_learned_run_of_a_task_still_ranks_there_and_ranks_last
     in reverse: (1/3 + 1) / 2; a leads with (1 + 1/2) / 2.
 
     Mutation check: ``mrr_every`` in suite/report/ranking.py ranking ``learned_rows(rows)`` for its
-    headline (the protocol before issue 60) makes this fail."""
+    headline (the protocol before the fair one (docs/protocol.md)) makes this fail."""
     scores = {("a", "copy"): [(1.0, 0.8)] * 3, ("b", "copy"): [(1.0, 0.6)] * 3, ("c", "copy"): [(0.2, 0.1)] * 3,
               ("a", "reverse"): [(1.0, 0.5)] * 3, ("b", "reverse"): [(1.0, 0.3)] * 3, ("c", "reverse"): [(1.0, 0.9)] * 3}
     r = _build(_runs(scores))

@@ -176,7 +176,7 @@ def test_settings_are_compared_on_the_tasks_every_one_holds():
     """The flagship's way (one task family at 32 tokens, another at 64) is no second setting of any
     task: no section. Where settings share some tasks, only those are ranked and the rest are named.
     A task no run has learned in some setting is compared like any other (every run is ranked);
-    the learned-runs protocol before issue 60 left it out."""
+    the learned-runs protocol before the fair one left it out."""
     reverse = [{**r, "config_hash": r["config_hash"] + "-reverse"} for r in _rows({64: list("cba")}, task="reverse")]
     apart = _rows({32: list("abc")}, task="copy") + reverse
     assert _build(frame(apart)) is None

@@ -8,7 +8,7 @@ test_steps_to_learn_by_hand_over_the_runs_that_learned fail, and so does its ``t
 heading, or ``Steps.csvs`` without steps_to_learn.csv, makes
 test_a_report_with_checks_has_the_section_and_one_without_has_none fail, and so does
 ``render.save`` leaving a stale steps_to_learn.csv behind; ``mrr_every`` in suite/report/ranking.py
-building its headline from the learned ``kept`` rows (the protocol before issue 60), or its
+building its headline from the learned ``kept`` rows (the protocol before the fair one (docs/protocol.md)), or its
 learned-runs column from every row, makes
 test_the_headline_mrr_ranks_every_run_with_the_learned_runs_beside_it fail, and so do
 ``learned_counts`` counting the runs not learned, ``learned_leader`` in

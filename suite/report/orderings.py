@@ -53,7 +53,7 @@ MOVED = ["change", "what moved", "before", "after", "where"]
 
 def protocol(rows: pd.DataFrame, step: int, intervals: bool = False) -> pd.DataFrame:
     """The headline MRR table of ``primary`` rows under the protocol after the first ``step`` changes
-    of ``STEPS`` (0: the protocol before issue 60), with ``label`` ('alibi' or 'alibi [L=32]') and
+    of ``STEPS`` (0: the protocol before the fair one (docs/protocol.md)), with ``label`` ('alibi' or 'alibi [L=32]') and
     ``rank`` within the ranking the scheme stands in (its setting, or the pooled board); bootstrap
     intervals only when ``intervals`` (the seeds alone below step 4)."""
     from suite.data.metrics import TIED_BELOW

@@ -10,7 +10,7 @@ out-of-distribution cells (their headline) and over all cells.
 * ``mrr_intervals``: with a percentile bootstrap interval (``mrr_replicates``): each replicate
   draws the board's tasks with replacement, then the runs (seeds) of every (scheme, task) with
   replacement, so the interval covers which tasks the board holds as well as seed noise
-  (``TASKS``; ``SEEDS``: the seeds alone, the protocol before issue 60). Each interval says how
+  (``TASKS``; ``SEEDS``: the seeds alone, the protocol before the fair one (docs/protocol.md)). Each interval says how
   many distinct values its replicates take (``_distinct``, ``_modal``), so a discrete bootstrap is
   reported as one (``stats.interval_text``).
 * ``mrr_every``: the headline MRR table, over every run, learned or not (failing to learn is a
@@ -56,7 +56,7 @@ class Layout:
 def _arrays(board: pd.DataFrame, margin: float | None = None) -> Layout:
     """The ``Layout`` of ``board``: each cell's sign and tie margin those of the metric its rows
     declare (a board without a declaration holds scores where higher is better); ``margin``: one tie
-    margin for every cell instead (the protocol before issue 60, ``suite.report.orderings``)."""
+    margin for every cell instead (the protocol before the fair one (docs/protocol.md), ``suite.report.orderings``)."""
     schemes = sorted(board.scheme.unique())
     settings = board.setting if "setting" in board else pd.Series("", index=board.index)
     cells = sorted(set(zip(settings, board.task, board.eval_len)))

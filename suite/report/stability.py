@@ -66,7 +66,7 @@ def ranks(mrr: pd.Series) -> pd.Series:
 
 def shared_tasks(rows: pd.DataFrame, order: list[str], runs: str = EVERY) -> tuple[list[str], list[str]]:
     """(the tasks every setting of ``order`` holds, the board's other tasks), each sorted; ``runs=LEARNED``:
-    the tasks some run has learned in every setting (the protocol before issue 60)."""
+    the tasks some run has learned in every setting (the protocol before the fair one (docs/protocol.md))."""
     held = rows if runs == EVERY else ranking.learned_rows(rows)
     every = set.intersection(*(set(held.task[held.setting == setting]) for setting in order)) if order else set()
     return sorted(every), sorted(set(rows.task.dropna()) - every)
