@@ -106,6 +106,14 @@ def test_a_clash_moves_the_later_names_marker_and_never_a_colour():
     assert styles.style_map([second]) == {second: looks[first]}  # alone, it keeps the look it asks for
 
 
+def test_a_plots_own_groups_differ_by_colour_before_marker():
+    names = [f"group {i:02d}" for i in range(20)]
+    looks = styles.distinct_map(reversed(names))
+    first = [looks[n] for n in names[:len(styles.COLOURS)]]
+    assert len({look.color for look in first}) == len(styles.COLOURS)  # the first sixteen: sixteen colours
+    assert len(set(looks.values())) == 20 and looks["group 16"].marker != looks["group 00"].marker
+
+
 def test_the_scale_boards_labels_fit_and_read_apart():
     """The scale board's 24 labels (up to 95 characters) on one legend: each at most 32 characters,
     no two alike, the setting that tells them apart kept (train_len, abbreviated t_len), the same on
