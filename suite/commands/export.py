@@ -31,13 +31,6 @@ LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$",
                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
 
 
-def board_names(published=store.PUBLISHED) -> list[str]:
-    """The names of the boards shipped in ``published`` (``<board>.jsonl.gz``)."""
-    folder = Path(published)
-    files = sorted(folder.glob(f"*{store.SHIPPED_SUFFIX}")) if folder.is_dir() else []
-    return [f.name.removesuffix(store.SHIPPED_SUFFIX) for f in files]
-
-
 def source_path(prog: str, source: str, published=store.PUBLISHED) -> Path:
     """The folder or shipped file ``source`` names: itself where it exists, else the published board
     of that name. A bare name (no folder, no suffix) that is neither is refused, naming the boards
@@ -46,7 +39,7 @@ def source_path(prog: str, source: str, published=store.PUBLISHED) -> Path:
     if source.strip() and not where.exists() and store.is_shipped(store.shipped_path(source, published)):
         return store.shipped_path(source, published)
     if source.strip() and not where.exists() and len(where.parts) == 1 and not where.suffix:
-        boards = ", ".join(board_names(published)) or "none"
+        boards = ", ".join(store.shipped_boards(published)) or "none"
         raise Refused(f"{prog}: error: source {source!r}: no such folder, and no published board of that name in "
                       f"{published}/; boards: {boards}; or {store.SOURCE_CHOICES}")
     return where

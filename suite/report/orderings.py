@@ -38,13 +38,6 @@ import pandas as pd
 
 from suite.commandline import Refused, command, parser
 
-def shipped_boards() -> list[str]:
-    """The boards under published/, by name."""
-    from suite.results import store
-
-    return sorted(p.name.removesuffix(store.SHIPPED_SUFFIX) for p in Path(store.PUBLISHED).glob(f"*{store.SHIPPED_SUFFIX}"))
-
-
 STEPS = ("tie margin", "every run", "per setting", "intervals")
 RETRAINED = "retrained"
 _SAME = 1e-12  # two MRRs closer than this are one value
@@ -271,7 +264,7 @@ def board_report(board: str, before: str | None = None, after: str | Path | None
     if before is not None:
         final = protocol(now, 4, intervals=True)
         moved += retrained(tasks, final, rows, now)
-        moved += [{**t, "change": RETRAINED} for t in retrained_taus(rows, now)] if settings else []
+        moved += retrained_taus(rows, now) if settings else []
     runs = f"{rows.run_id.nunique()} runs, {rows.scheme.nunique()} configurations"
     if before is not None:
         runs = (f"{rows.run_id.nunique()} runs at {before}, {now.run_id.nunique()} retrained "
@@ -300,14 +293,17 @@ def retrained_taus(old: pd.DataFrame, new: pd.DataFrame) -> list[dict]:
     for key in sorted(set(was.index) | set(now.index)):
         texts = [stability.tau_text(t.loc[key]) if key in t.index else "-" for t in (was, now)]
         if texts[0] != texts[1]:
-            out.append({"what moved": f"Kendall tau {key[0]} vs {key[1]}", "before": texts[0], "after": texts[1]})
+            out.append({"change": RETRAINED, "what moved": f"Kendall tau {key[0]} vs {key[1]}", "before": texts[0],
+                        "after": texts[1]})
     return out
 
 
 @command
 def main(argv: list[str] | None = None, prog: str = "python -m suite.report.orderings") -> int:
     p = parser(prog, __doc__)
-    shipped = shipped_boards()
+    from suite.results import store
+
+    shipped = store.shipped_boards()
     p.add_argument("boards", nargs="*", default=shipped, help=f"shipped boards (default: {', '.join(shipped)})")
     p.add_argument("--before", metavar="REV", help="a git revision that ships the board as computed by earlier "
                    "code: its rows go through the protocol's changes, then meet today's rows (the 'retrained' step)")

@@ -159,6 +159,13 @@ def shipped_path(sweep: str, published: str | Path = PUBLISHED) -> Path:
     return Path(published) / f"{sweep}{SHIPPED_SUFFIX}"
 
 
+def shipped_boards(published: str | Path = PUBLISHED) -> list[str]:
+    """The names of the boards shipped in ``published`` (``<board>.jsonl.gz``), sorted."""
+    folder = Path(published)
+    files = sorted(folder.glob(f"*{SHIPPED_SUFFIX}")) if folder.is_dir() else []
+    return [f.name.removesuffix(SHIPPED_SUFFIX) for f in files]
+
+
 def encode_shipped(payloads: list[dict]) -> bytes:
     """The shipped bytes of ``payloads``: JSON lines sorted by run id, gzip without time or name."""
     lines = sorted((json.dumps(p, sort_keys=True, separators=(",", ":")) for p in payloads),
