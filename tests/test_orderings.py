@@ -66,8 +66,31 @@ def test_the_command_refuses_an_unknown_board_and_a_folder_for_several(capsys):
     assert "name exactly one board (got 2)" in capsys.readouterr().err
 
 
-def test_a_revision_gives_the_board_as_git_holds_it():
+def _git(repo, *args):
+    import subprocess
+
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True,
+                   capture_output=True)
+
+
+def test_a_revision_gives_the_board_as_git_holds_it(tmp_path):
+    """A repository of its own (the checkout may be a copy without .git): the first commit ships the
+    default board, the second replaces it with the lm board's rows; each revision gives its own."""
+    import shutil
+
     from suite.results import store
 
-    at_head = orderings.shipped_at("default", "HEAD")
-    assert sorted(at_head.run_id.unique()) == sorted(orderings._load(store.shipped_path("default")).run_id.unique())
+    (tmp_path / "published").mkdir()
+    target = tmp_path / store.shipped_path("default")
+    _git(tmp_path, "init", "-q")
+    shutil.copy(store.shipped_path("default"), target)
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "commit", "-q", "-m", "default")
+    shutil.copy(store.shipped_path("lm"), target)
+    _git(tmp_path, "commit", "-q", "-am", "replaced")
+
+    ids = lambda rows: sorted(rows.run_id.unique())
+    assert ids(orderings.shipped_at("default", "HEAD~1", repo=tmp_path)) == ids(orderings._load(store.shipped_path("default")))
+    assert ids(orderings.shipped_at("default", "HEAD", repo=tmp_path)) == ids(orderings._load(store.shipped_path("lm")))
+    with pytest.raises(orderings.Refused, match="git holds no published/flagship.jsonl.gz"):
+        orderings.shipped_at("flagship", "HEAD", repo=tmp_path)

@@ -217,12 +217,12 @@ def retrained(old: pd.DataFrame, new: pd.DataFrame, old_rows: pd.DataFrame, new_
     return out
 
 
-def shipped_at(board: str, rev: str) -> pd.DataFrame:
-    """The rows of published/<board>.jsonl.gz as git revision ``rev`` holds them."""
+def shipped_at(board: str, rev: str, repo: str | Path = ".") -> pd.DataFrame:
+    """The rows of published/<board>.jsonl.gz as git revision ``rev`` of the repository at ``repo`` holds them."""
     from suite.results import store
 
     path = store.shipped_path(board).as_posix()
-    got = subprocess.run(["git", "show", f"{rev}:{path}"], capture_output=True)
+    got = subprocess.run(["git", "show", f"{rev}:{path}"], capture_output=True, cwd=repo)
     if got.returncode != 0:
         raise Refused(f"--before {rev!r}: git holds no {path} at that revision ({got.stderr.decode().strip()}); "
                       f"give a commit (or tag) of this repository's history that ships the board, e.g. the "
