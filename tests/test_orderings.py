@@ -46,7 +46,7 @@ def test_the_report_sets_the_old_revision_against_todays_rows(monkeypatch):
     monkeypatch.setattr(orderings, "shipped_at", lambda board, rev: rows(BEFORE))
     monkeypatch.setattr(orderings, "_load", lambda path: rows(AFTER))
     text = orderings.board_report("fx", before="v1")
-    assert "12 runs at v1, 12 retrained (3 configurations)" in text
+    assert "12 runs at v1, 12 retrained (3 schemes)" in text
     assert re.search(r"\| retrained \| rank of t5 +\| 3 +\| 2 +\| copy 0.33 -> 1.00 \|", text)
     assert "- leader after retraining (every run" in text
     plain = orderings.board_report("fx")  # no revision: the shipped rows alone, nothing retrained

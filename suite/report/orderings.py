@@ -265,10 +265,10 @@ def board_report(board: str, before: str | None = None, after: str | Path | None
         final = protocol(now, 4, intervals=True)
         moved += retrained(tasks, final, rows, now)
         moved += retrained_taus(rows, now) if settings else []
-    runs = f"{rows.run_id.nunique()} runs, {rows.scheme.nunique()} configurations"
+    runs = f"{rows.run_id.nunique()} runs, {rows.scheme.nunique()} schemes"
     if before is not None:
         runs = (f"{rows.run_id.nunique()} runs at {before}, {now.run_id.nunique()} retrained "
-                f"({now.scheme.nunique()} configurations)")
+                f"({now.scheme.nunique()} schemes)")
     head = (f"## {board}\n\n{runs}"
             + (f", {len(settings)} settings ({'; '.join(settings)})" if settings else "") + ".\n\n"
             f"- leader before (learned runs, pooled, 0.01 for every metric, seeds-only bootstrap): {leader(first)}\n"

@@ -103,6 +103,6 @@ def text() -> str:
             f"metric's best value; checks come every check_every steps, so a count is a multiple of it); the "
             f"mean over the runs that learned the task, with its 95 % Student-t interval over those runs, and n: "
             f"how many runs that is. 'k of n never learned (cap C steps)': runs that had not passed a check by "
-            f"their cap, round(cap x steps) training steps, and stopped there; they are left out of the mean and of "
-            f"the headline MRR. Runs without checks (a fixed budget: natural text, rows stored before the "
+            f"their cap, round(cap x steps) training steps, and stopped there; they are left out of the mean here, "
+            f"while the headline MRR ranks them as they scored. Runs without checks (a fixed budget: natural text, rows stored before the "
             f"protocol) have no row. steps_to_learn.csv holds the table.")
