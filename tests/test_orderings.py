@@ -94,3 +94,30 @@ def test_a_revision_gives_the_board_as_git_holds_it(tmp_path):
     assert ids(orderings.shipped_at("default", "HEAD", repo=tmp_path)) == ids(orderings._load(store.shipped_path("lm")))
     with pytest.raises(orderings.Refused, match="git holds no published/flagship.jsonl.gz"):
         orderings.shipped_at("flagship", "HEAD", repo=tmp_path)
+
+
+def settings_rows(ood: dict, t5_at_64: float | None = None) -> pd.DataFrame:
+    """``rows`` under two training lengths (L = 32 and 64, each scored at L and 2L); ``t5_at_64``
+    replaces T5's score beyond L in the second setting."""
+    out = []
+    for L in (32, 64):
+        for (scheme, task), v in ood.items():
+            v = t5_at_64 if (t5_at_64 is not None and L == 64 and scheme == "t5") else v
+            for seed in (0, 1):
+                run = f"{scheme}-{task}-{L}-{seed}"
+                metric = "token_accuracy" if task == "copy" else "string_match_all"
+                for length, value in ((L, 1.0), (2 * L, v + 0.01 * seed)):
+                    out.append(_row(run, scheme, seed, task, length, value, config=f"{L}-{scheme}-{task}",
+                                    metric=metric, train_len=L))
+    return boards.primary(frame(out))
+
+
+def test_retraining_that_reorders_one_setting_moves_tau_between_settings():
+    """Before, both settings order alibi > rope > t5 (tau 1); retrained, T5 leads at L = 64 on both
+    tasks: of the three pairs, alibi / rope keeps its order and both pairs with t5 swap, tau
+    (1 - 2) / 3 = -0.33. Retraining that changes no order moves nothing."""
+    old = settings_rows(BEFORE)
+    moved = orderings.retrained_taus(old, settings_rows(BEFORE, t5_at_64=0.99))
+    assert [(m["change"], m["what moved"]) for m in moved] == [("retrained", "Kendall tau L=32 vs L=64")]
+    assert moved[0]["before"].startswith("tau 1.00") and moved[0]["after"].startswith("tau -0.33")
+    assert orderings.retrained_taus(old, settings_rows(BEFORE, t5_at_64=0.1)) == []
