@@ -6,7 +6,8 @@ test_a_quoted_interval_must_be_the_reports_to_the_last_digit fail; report_rows k
 not-learned mark in the label, or keeping only the label without it, makes
 test_a_row_is_read_against_the_reports_rows_of_its_label fail;
 dropping the verbatim-cell rule from mismatches makes
-test_a_cell_copied_as_the_report_writes_it_passes fail;
+test_a_cell_copied_as_the_report_writes_it_passes fail, and dropping the rule for cells without a
+number makes test_a_cell_of_words_must_be_the_reports_cell fail;
 deleting the markers from README.md makes test_the_readme_quotes_only_numbers_its_reports_hold fail."""
 import subprocess
 import sys
@@ -113,6 +114,29 @@ def test_a_cell_copied_as_the_report_writes_it_passes(tmp_path):
                                                      "README.md:5: rope: 0.88 is not in reports/toy/index.md"]
     assert check("| L=32 · tiny | L=64 · tiny | 2 | 1.00 [0.86, 1.00] | yes |\n") == [
         "README.md:5: L=32 · tiny: 1.00 [0.86, 1.00] is not in reports/toy/index.md"]
+
+
+VERDICTS = """| pattern     | parent | better on      | worse on    | not separated on |
+|:------------|:-------|:---------------|:------------|:-----------------|
+| llama4 c=16 | rope   | flipflop, vt   | code, prose | copy             |
+"""
+
+
+def test_a_cell_of_words_must_be_the_reports_cell(tmp_path):
+    """A verdict holds no number: copied as the report writes it, it passes; the families moved
+    from one verdict to another, or a word the report does not write, are named."""
+    (tmp_path / "reports" / "toy").mkdir(parents=True)
+    (tmp_path / "reports" / "toy" / "index.md").write_text(VERDICTS)
+
+    def check(rows: str) -> list[str]:
+        readme = tmp_path / "README.md"
+        readme.write_text("<!-- from reports/toy/index.md -->\n\n| pattern | a | b | c | d |\n|---|---|---|---|---|\n" + rows)
+        return readme_check.mismatches(readme, tmp_path)
+
+    assert check("| llama4 c=16 | rope | flipflop, vt | code, prose | copy |\n") == []
+    assert check("| llama4 c=16 | rope | flipflop, vt, copy | code, prose | none |\n") == [
+        "README.md:5: llama4 c=16: 'flipflop, vt, copy' is not a cell of its row in reports/toy/index.md",
+        "README.md:5: llama4 c=16: 'none' is not a cell of its row in reports/toy/index.md"]
 
 
 def test_the_command_exits_1_naming_each_mismatch(tmp_path):

@@ -65,8 +65,12 @@ def test_the_report_opens_the_section_with_the_best_arm_and_each_patterns_count(
     report = render.build(rows(), "hx")
     text = render.markdown(report)
     assert "## Layer patterns against their uniform parents" in text
-    assert "command_a w=16 against rope swa w=16: better on 1, worse on 1, not separated on 0 of 2 families." in text
-    assert "smollm3 against rope: better on 1, worse on 0, not separated on 1 of 2 families." in text
+    v = patterns.verdicts(report["patterns"]["table"]).set_index("pattern")
+    assert v.loc["command_a w=16"].to_dict() == {"parent": "rope swa w=16", "better on": "copy", "worse on": "code",
+                                                 "not separated on": "none", "families": 2}
+    assert v.loc["smollm3"].to_dict() == {"parent": "rope", "better on": "code", "worse on": "none",
+                                          "not separated on": "copy", "families": 2}
+    assert "| command_a w=16 | rope swa w=16 | copy        | code       | none               |          2 |" in text
     # OOD MRR: rope swa w=16 ranks 2nd on copy and 1st on code (0.75); command_a 1st and 3rd, smollm3 3rd and 1st
     best = report["patterns"]["best"]
     assert best["scheme"] == "rope swa w=16" and best["tasks"] == ["code", "copy"]

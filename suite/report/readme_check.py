@@ -12,7 +12,8 @@ Each body row of the table (first cell: a scheme label) is checked against the r
 with the same label (a report label may add its not-learned mark, 'nope (1 of 3 not learned)'):
 an interval quoted as 'mean [low, high]' must be the start of one of those rows' cells, and a lone
 number must be the mean (first number) of one of them, digit for digit; a cell copied verbatim from
-one of those rows ('1 (0.96)', a setting's name) is held as it stands. A marker with no table
+one of those rows ('1 (0.96)', a setting's name) is held as it stands, and a cell without a number
+(a verdict, a list of families) must be one. A marker with no table
 after it, a report file that does not exist, or a label the report has no row for is a problem too.
 Standard library only, no browser: ``make report-check`` runs it before the Chromium checks, and
 ``make test`` runs it over the real README (``tests/test_readme_check.py``).
@@ -115,6 +116,8 @@ def mismatches(readme: Path, root: Path = ROOT) -> list[str]:
             for cell in quoted:
                 if cell in row_cells:  # the report's own cell, copied as it stands
                     continue
+                if not QUOTED.search(cell):  # words (a verdict, a list of families): the report's cell as it stands
+                    problems.append(f"{readme.name}:{line}: {label}: {cell!r} is not a cell of its row in {source}")
                 for number in QUOTED.finditer(cell):
                     if not _held(number, row_cells):
                         problems.append(f"{readme.name}:{line}: {label}: {number.group(0)} is not in {source}")

@@ -39,6 +39,9 @@ from suite.report.sections.base import Section
 from suite.report.sections.recency import diagnostics
 from suite.report.stats import percentile_interval
 
+VERDICTS = ("Each layer pattern against its uniform RoPE parent, the verdict by family (the next table gives each "
+            "family's difference and interval): the families on which the pattern is better, worse or not separated "
+            "at 95 %.")
 TEXT = ("Each layer pattern against its uniform RoPE parent (RoPE in every layer, with the pattern's local span, "
         "or full attention when it has none), family by family: the pattern's mean score over the lengths beyond L "
         "minus its parent's, mean over seeds with Welch's 95 % interval, and whether that makes it better, worse or "
@@ -226,12 +229,7 @@ class Patterns(Section):
         if pattern is not None and best is not None and pattern["scheme"] != best["scheme"]:
             out.append(Strong(_best_text("Best layer pattern beyond L", pattern)))
         t = built["table"]
-        for name, g in t.groupby("pattern", sort=False):
-            counts = g.verdict.value_counts()
-            other = "".join(f", {v} on {n}" for v, n in counts.items() if v not in ("better", "worse", "not separated"))
-            out.append(Paragraph(f"{name} against {g.parent.iloc[0]}: better on {counts.get('better', 0)}, worse on "
-                                 f"{counts.get('worse', 0)}, not separated on {counts.get('not separated', 0)}{other} "
-                                 f"of {len(g)} families."))
+        out += [Paragraph(VERDICTS), Table(verdicts(t), index=False)]
         out += [Paragraph(TEXT), Table(wide(t), index=False)]
         if not built["mechanism"].empty:
             m = built["mechanism"]
@@ -254,6 +252,24 @@ class Patterns(Section):
         if not built["mechanism"].empty:
             files["mechanism.csv"] = built["mechanism"].to_csv(index=False)
         return files
+
+
+VERDICT_KINDS = ("better", "worse", "not separated")  # a verdict's kinds, in the order the table gives them
+
+
+def verdicts(t: pd.DataFrame) -> pd.DataFrame:
+    """One row per pattern (``against_parents``' order): its parent, then for each verdict kind
+    ('better', 'worse', 'not separated', and any other that occurs) the families it holds, 'none'
+    where it holds none, and how many families were compared."""
+    kinds = list(VERDICT_KINDS) + [v for v in dict.fromkeys(t.verdict) if v not in VERDICT_KINDS]
+    out = []
+    for name, g in t.groupby("pattern", sort=False):
+        row = {"pattern": name, "parent": g.parent.iloc[0]}
+        for kind in kinds:
+            fams = sorted(g.task[g.verdict == kind])
+            row[f"{kind} on"] = ", ".join(fams) or "none"
+        out.append({**row, "families": len(g)})
+    return pd.DataFrame(out)
 
 
 def wide(t: pd.DataFrame) -> pd.DataFrame:
