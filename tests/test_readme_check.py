@@ -97,16 +97,22 @@ RANKING = """## Does the ranking hold?
 """
 
 
-def test_a_cell_copied_as_the_report_writes_it_passes(tmp_path):
-    """A rank with its MRR in brackets and a setting's name are cells whose numbers are no leading
-    mean: copied as the report writes them they pass; a changed digit inside one is named."""
-    (tmp_path / "reports" / "toy").mkdir(parents=True)
-    (tmp_path / "reports" / "toy" / "index.md").write_text(RANKING)
+def _checker(tmp_path, report: str):
+    """A function from README table rows to ``mismatches`` against ``report`` (reports/toy/index.md)."""
+    (tmp_path / "reports" / "toy").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "reports" / "toy" / "index.md").write_text(report)
 
     def check(rows: str) -> list[str]:
         readme = tmp_path / "README.md"
-        readme.write_text("<!-- from reports/toy/index.md -->\n\n| scheme | a | b |\n|---|---|---|\n" + rows)
+        readme.write_text("<!-- from reports/toy/index.md -->\n\n| label | a | b |\n|---|---|---|\n" + rows)
         return readme_check.mismatches(readme, tmp_path)
+    return check
+
+
+def test_a_cell_copied_as_the_report_writes_it_passes(tmp_path):
+    """A rank with its MRR in brackets and a setting's name are cells whose numbers are no leading
+    mean: copied as the report writes them they pass; a changed digit inside one is named."""
+    check = _checker(tmp_path, RANKING)
 
     assert check("| alibi | 1 (0.96) | 1 (0.88) |\n| L=32 · tiny | L=64 · tiny | 2 | 1.00 [0.87, 1.00] | yes |\n") == []
     assert check("| alibi | 1 (0.97) | 1 (0.88) |\n") == ["README.md:5: alibi: 0.97 is not in reports/toy/index.md"]
@@ -125,13 +131,7 @@ VERDICTS = """| pattern     | parent | better on      | worse on    | not separa
 def test_a_cell_of_words_must_be_the_reports_cell(tmp_path):
     """A verdict holds no number: copied as the report writes it, it passes; the families moved
     from one verdict to another, or a word the report does not write, are named."""
-    (tmp_path / "reports" / "toy").mkdir(parents=True)
-    (tmp_path / "reports" / "toy" / "index.md").write_text(VERDICTS)
-
-    def check(rows: str) -> list[str]:
-        readme = tmp_path / "README.md"
-        readme.write_text("<!-- from reports/toy/index.md -->\n\n| pattern | a | b | c | d |\n|---|---|---|---|---|\n" + rows)
-        return readme_check.mismatches(readme, tmp_path)
+    check = _checker(tmp_path, VERDICTS)
 
     assert check("| llama4 c=16 | rope | flipflop, vt | code, prose | copy |\n") == []
     assert check("| llama4 c=16 | rope | flipflop, vt, copy | code, prose | none |\n") == [
