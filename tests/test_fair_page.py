@@ -1,0 +1,75 @@
+"""``python -m suite.report.fair_page`` (suite/report/fair_page.py): the page README's "What the fair
+protocol changed" quotes. Hand-made boards whose rankings are known (tests/test_orderings.py): before
+retraining t5 is third on copy and vt; after, it leads copy, so it rises to second. The text rows
+score code at 1 x and 2 x the training length, so each cell of the text table is known too."""
+import pandas as pd
+import pytest
+
+from suite.report import boards, fair_page, orderings
+from tests.test_orderings import AFTER, BEFORE, rows
+from tests.test_report import _row, frame
+
+TEXT_BEFORE = {"alibi": (2.0, 2.5), "t5": (2.1, 3.0)}  # bits per byte at 1 x, 2 x
+TEXT_AFTER = {"alibi": (1.9, 2.2), "t5": (2.1, 2.4)}
+
+
+def text_rows(bpb: dict) -> pd.DataFrame:
+    out = []
+    for scheme, values in bpb.items():
+        for seed, shift in ((0, 0.0), (1, 0.02)):
+            run = f"{scheme}-code-{seed}"
+            out += [_row(run, scheme, seed, "code", 64 * (k + 1), v + shift, metric="bits_per_byte", train_len=64)
+                    for k, v in enumerate(values)]
+    return boards.primary(frame(out))
+
+
+@pytest.fixture
+def shipped(monkeypatch):
+    """Three boards: 'fx' retrained, 'stale' not retrained (its shipped rows are the old ones) and
+    'fresh' published under the fair protocol (its old revision already holds current runs)."""
+    old = {"fx": rows(BEFORE), "stale": rows(BEFORE), "fresh": rows(AFTER), "lm": text_rows(TEXT_BEFORE)}
+    now = {"fx": rows(AFTER), "stale": rows(BEFORE), "fresh": rows(AFTER), "lm": text_rows(TEXT_AFTER)}
+    current = {id(now["fx"]), id(now["fresh"]), id(old["fresh"]), id(now["lm"])}
+    monkeypatch.setattr(orderings, "shipped_at", lambda board, rev: old[board])
+    monkeypatch.setattr(orderings, "_load", lambda path: now[path.name.split(".")[0]])
+    monkeypatch.setattr(fair_page, "code_status", lambda df: pd.Series(
+        "current" if id(df) in current else "stale", index=df.run_id.unique()))
+    return [fair_page.board_rows(b) for b in ("fx", "stale", "fresh", "lm")]
+
+
+def test_each_board_is_retrained_not_retrained_or_fair_from_the_start(shipped):
+    assert [b["state"] for b in shipped] == ["retrained", "not retrained (0 of 12 runs computed by this code)",
+                                            "fair from the start", "retrained"]
+
+
+def test_leaders_give_the_runs_and_leave_the_after_columns_of_a_board_not_retrained(shipped):
+    table = fair_page.leaders(shipped).set_index("board")
+    assert list(table.index) == ["fx", "stale", "lm"]  # 'fresh' has nothing to set against
+    assert table.loc["fx", "runs after"] == "12 runs, 12 learned"
+    assert table.loc["fx", "leader after retraining"].startswith("alibi (0.75")
+    assert table.loc["stale", "runs after"] == table.loc["stale", "leader after retraining"] == "-"
+
+
+def test_t5_rises_to_second_and_names_the_task_that_moved_it(shipped):
+    table = fair_page.t5(shipped).set_index("board")
+    assert table.loc["fx", "T5 before (fair protocol, same runs)"].startswith("3 of 3, 0.33")
+    assert table.loc["fx", "T5 after retraining"].startswith("2 of 3, 0.67")
+    assert table.loc["fx", "task moved most"] == "copy 0.33 -> 1.00"
+    assert table.loc["stale", "T5 after retraining"] == "-"
+
+
+def test_text_cells_are_the_seed_means_before_and_after_at_each_length(shipped):
+    table = fair_page.text(shipped).set_index("scheme")
+    assert table.loc["alibi", "code 1x"] == "2.010 -> 1.910"  # seeds 0 and 1: v and v + 0.02
+    assert table.loc["t5", "code 2x"] == "3.010 -> 2.410"
+    assert table.loc["t5", "prose 1x"] == "- -> -"  # no prose runs
+
+
+def test_the_page_holds_every_table_and_each_boards_moves(shipped, monkeypatch):
+    monkeypatch.setattr(fair_page, "board_rows", lambda name: next(b for b in shipped if b["board"] == name))
+    text = fair_page.page(["fx", "stale", "fresh", "lm"])
+    for heading in ("## Leaders", "## T5", "## Text", "## Stability across settings", "### fx", "### stale"):
+        assert heading in text
+    assert "### fresh" not in text and "Published under the fair protocol from the start: fresh." in text
+    assert "| retrained | rank of t5" in text  # fx's moves include retraining
+    assert "runs at" not in text.split("### stale")[1].split("###")[0]  # stale: the protocol's moves only
