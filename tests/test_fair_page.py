@@ -67,9 +67,24 @@ def test_text_cells_are_the_seed_means_before_and_after_at_each_length(shipped):
 
 def test_the_page_holds_every_table_and_each_boards_moves(shipped, monkeypatch):
     monkeypatch.setattr(fair_page, "board_rows", lambda name: next(b for b in shipped if b["board"] == name))
+    monkeypatch.setattr(fair_page, "shipped_digest", lambda board: f"published/{board}.jsonl.gz sha256 0")
     text = fair_page.page(["fx", "stale", "fresh", "lm"])
     for heading in ("## Leaders", "## T5", "## Text", "## Stability across settings", "### fx", "### stale"):
         assert heading in text
-    assert "### fresh" not in text and "Published under the fair protocol from the start: fresh." in text
+    assert "### fresh" not in text and "- `fresh`: fair from the start; now: published/fresh.jsonl.gz" in text
+    assert "- `fx`: retrained; before: its rows at 883f43a; now: published/fx.jsonl.gz sha256 0" in text
     assert "| retrained | rank of t5" in text  # fx's moves include retraining
     assert "runs at" not in text.split("### stale")[1].split("###")[0]  # stale: the protocol's moves only
+
+
+def test_the_shipped_page_was_written_from_the_shipped_boards():
+    """reports/fair_protocol.md names every shipped board with the digest of the rows it was computed
+    from: a board republished without rewriting the page fails here."""
+    from suite.results import store
+
+    lines = {line.split("`")[1]: line for line in fair_page.PAGE.read_text(encoding="utf-8").splitlines()
+             if line.startswith("- `")}
+    assert sorted(lines) == store.shipped_boards(), "rewrite it: python -m suite.report.fair_page"
+    for board in store.shipped_boards():
+        assert lines[board].endswith(f"now: {fair_page.shipped_digest(board)}"), (
+            f"published/{board}.jsonl.gz changed since {fair_page.PAGE} was written: python -m suite.report.fair_page")
