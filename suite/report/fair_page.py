@@ -232,7 +232,9 @@ def page(names: list[str]) -> str:
         "seeds]; the task on which its own OOD MRR moved most with retraining.\n", _md(t5(boards)) + "\n",
         "## Text\n", "Bits per byte (lower is better), mean over seeds, before -> after retraining, at each "
         "multiple of the training length (64 bytes); a run two boards share is counted once. Before, each "
-        "length scored other bytes of the held-out text; after, every length scores the same bytes.\n",
+        "length scored windows of its own, every byte of them, so a longer window scored more bytes with "
+        "more context before them; after, every length scores the same 16-byte targets (docs/tasks.md), "
+        "so a change along a curve is context and extrapolation alone.\n",
         _md(text(boards)) + "\n",
         "## Stability across settings\n", "Kendall's tau between the rankings of two settings of one board.\n",
         _md(stability(boards)) + "\n",
