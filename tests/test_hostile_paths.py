@@ -71,6 +71,7 @@ WRITERS = [
     ("compare-out", "suite.report.compare", "--out", False,
      lambda p, w: [str(w / "results" / "s"), str(w / "results" / "s"), "--out", p]),
     ("curve-out", "suite.commands.curve", "--out", True, lambda p, w: [str(w / "results" / "s"), "--out", p]),
+    ("fair-page-out", "suite.report.fair_page", "--out", True, lambda p, w: ["--out", p]),
     ("reproduce-boards-out", "suite.reproduce", "--out", True,
      lambda p, w: ["--boards", str(w / "board.csv"), str(w / "board.csv"), "--out", p]),
     ("reproduce-results", "suite.reproduce", "--results", False,
@@ -137,7 +138,7 @@ def test_every_writer_refuses_every_bad_output_path_before_any_work(tmp_path, re
 
 
 def test_there_is_a_case_for_every_writer_and_every_bad_path():
-    assert len(CASES) == len(WRITERS) * len(BAD_KINDS) == 60
+    assert len(CASES) == len(WRITERS) * len(BAD_KINDS) == 64
     with_out = {".".join(f.relative_to(ROOT).with_suffix("").parts).removesuffix(".__main__")
                 for f in (ROOT / "suite").rglob("*.py") if 'add_argument("--out"' in f.read_text()}
     assert with_out <= {w[1] for w in WRITERS}, with_out - {w[1] for w in WRITERS}  # every --out is in the grid

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.commandline import command, parser
+from suite.commandline import check_output, command, parser
 from suite.report import orderings
 
 # The revisions whose published/ holds each board as computed before the fair protocol: default
@@ -255,14 +255,16 @@ def main(argv: list[str] | None = None, prog: str = "python -m suite.report.fair
     p = parser(prog, __doc__)
     shipped = store.shipped_boards()
     p.add_argument("boards", nargs="*", default=shipped, help=f"shipped boards (default: {', '.join(shipped)})")
-    p.add_argument("--out", type=Path, default=PAGE, help=f"the page written (default: {PAGE})")
+    p.add_argument("--out", default=str(PAGE), help=f"the page written (default: {PAGE})")
     args = p.parse_args(argv)
+    out = check_output(p.prog, "--out", args.out, kind="file")
     unknown = [b for b in args.boards if b not in shipped]
     if unknown:
         raise orderings.Refused(f"unknown board {unknown[0]!r}; the shipped boards are: {', '.join(shipped)}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(page(args.boards), encoding="utf-8")
-    print(f"wrote {args.out}")
+    text = page(args.boards)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    print(f"wrote {out}")
     return 0
 
 
