@@ -243,7 +243,9 @@ def page(names: list[str]) -> str:
     for b in boards:
         if b["state"] == "fair from the start":
             continue
-        report = orderings.board_report(b["board"], b["rev"] if b["state"] == "retrained" else None)
+        retrained = b["state"] == "retrained"
+        report = orderings.board_report(b["board"], b["rev"] if retrained else None,
+                                        loaded=(b["old"] if retrained else b["now"], b["now"]))
         parts.append(report.replace(f"## {b['board']}", f"### {b['board']}", 1))
     return "\n".join(p for p in parts if p)
 

@@ -242,16 +242,20 @@ def _load(path) -> pd.DataFrame:
         return boards.primary(store.load(path))
 
 
-def board_report(board: str, before: str | None = None, after: str | Path | None = None) -> str:
+def board_report(board: str, before: str | None = None, after: str | Path | None = None,
+                 loaded: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> str:
     """The before-and-after of one shipped board, as Markdown: the protocol's changes on the rows
     git revision ``before`` shipped (default: the shipped rows), then, with ``before``, the
-    retraining: those against ``after`` (default: the shipped rows; a results folder of the board)."""
+    retraining: those against ``after`` (default: the shipped rows; a results folder of the board).
+    ``loaded``: those two frames (before's rows, today's), read already by the caller."""
     from suite.report import boards
     from suite.results import store
 
-    shipped = store.shipped_path(board)
-    now = _load(after if after is not None else shipped)
-    rows = shipped_at(board, before) if before is not None else now
+    if loaded is not None:
+        rows, now = loaded
+    else:
+        now = _load(after if after is not None else store.shipped_path(board))
+        rows = shipped_at(board, before) if before is not None else now
     steps = [protocol(rows, step) for step in range(4)]
     settings = boards.settings_in_order(rows)
     pooled = _within(steps[2], rows) if settings else steps[2]  # the pooled ranks recounted within each setting
