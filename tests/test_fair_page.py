@@ -88,3 +88,34 @@ def test_the_shipped_page_was_written_from_the_shipped_boards():
     for board in store.shipped_boards():
         assert lines[board].endswith(f"now: {fair_page.shipped_digest(board)}"), (
             f"published/{board}.jsonl.gz changed since {fair_page.PAGE} was written: python -m suite.report.fair_page")
+
+
+REFERENCE = {"columns": {"alibi": "ALiBi", "t5": "T5", "rope": "RoPE"}, "tasks": {"copy": "copy", "vt": "vt"},
+             "results": {"copy": {"ALiBi": 0.5, "T5": 0.4, "RoPE": 0.1}, "vt": {"ALiBi": 0.5, "T5": 0.4, "RoPE": 0.1}},
+             "mrr": {"ALiBi": 0.9, "T5": 0.6, "RoPE": 0.3}, "max_ratio": 2}
+
+
+def test_a_reproduced_paper_sets_its_mrr_beside_ours_before_and_after_retraining(shipped, monkeypatch):
+    """'fx' reproduces a paper ranking ALiBi > T5 > RoPE. Before retraining alibi, rope and t5 rank
+    1, 2, 3 on both tasks (MRR 1, 1/2, 1/3: tau 1/3 against the paper); retrained, t5 leads copy
+    (MRR 0.75, 2/3, 5/12: the paper's order). Each seed ranks the same way, so the authors'
+    computation agrees. A board not retrained reads '-' after; a board without a reference has no table.
+
+    Mutation check: ranking the old rows in the 'retrained' lines (``b["old"]`` for ``b["now"]``)
+    fails the after row."""
+    from suite.report.sections import references
+
+    monkeypatch.setattr(references, "load", lambda board: REFERENCE if board in ("fx", "stale") else None)
+    fx = fair_page.reproduction(shipped[0]).set_index("MRR")
+    assert fx.loc["published (their runs, their computation)", "order"] == "ALiBi > T5 > RoPE"
+    assert fx.loc["ours, runs before", ["ALiBi", "T5", "RoPE", "order", "tau vs published"]].tolist() == [
+        "1.000", "0.333", "0.500", "ALiBi > RoPE > T5", "0.33"]
+    assert fx.loc["their computation, runs before", "order"] == "ALiBi > RoPE > T5"
+    assert fx.loc["ours, retrained", ["ALiBi", "T5", "RoPE", "order", "tau vs published"]].tolist() == [
+        "0.750", "0.667", "0.417", "ALiBi > T5 > RoPE", "1.00"]
+    assert fx.loc["their computation, retrained", "tau vs published"] == "1.00"
+    stale = fair_page.reproduction(shipped[1]).set_index("MRR")
+    assert stale.loc["ours, retrained"].tolist() == ["-"] * 5 and stale.loc["ours, runs before", "order"] == \
+        "ALiBi > RoPE > T5"
+    assert fair_page.reproduction(shipped[3]) is None  # 'lm': no reference file
+    assert [p for p in fair_page.reproductions(shipped) if p.startswith("###")] == ["### fx\n", "### stale\n"]

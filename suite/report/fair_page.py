@@ -15,6 +15,8 @@ page's tables:
 - **text**: bits per byte of each scheme on code and prose at each evaluation length, before (each
   length scored on other bytes) and after (every length scores the same bytes);
 - **stability**: Kendall's tau between the settings of a board of several;
+- **published results reproduced**: on a board with a paper to reproduce (its reference file),
+  the published MRR beside ours and the authors' computation, before and after retraining;
 - then each board's table of every ordering that moved, with the point that moved it
   (``orderings.board_report``).
 
@@ -199,6 +201,47 @@ def stability(boards: list[dict]) -> pd.DataFrame:
                                       "after retraining"])
 
 
+def reproduction(b: dict) -> pd.DataFrame | None:
+    """A board with published results to reproduce (``suite/report/references/<board>.yaml``): the
+    published MRR beside both MRRs of our runs (ours, and the authors' computation on our runs:
+    ``references.our_scores``), on the runs shipped before and, when retrained, on the runs shipped
+    now, each with its order and Kendall's tau against the published MRR order. None for a board
+    without a reference file."""
+    from suite.report.sections import references as refs
+
+    ref = refs.load(b["board"])
+    if not ref or b["state"] == "fair from the start":
+        return None
+    paper = refs.paper_scores(ref).loc[refs.OURS]
+    lines = [("published (their runs, their computation)", paper)]
+    for when, rows in (("runs before", b["old"]), ("retrained", b["now"] if b["final"] is not None else None)):
+        if rows is None:
+            lines += [(f"ours, {when}", None), (f"their computation, {when}", None)]
+            continue
+        ours = refs.our_scores(ref, boards_of(rows), rows)
+        lines += [(f"ours, {when}", ours.loc[refs.OURS] if refs.OURS in ours.index else None),
+                  (f"their computation, {when}", ours.loc[refs.THEIRS] if refs.THEIRS in ours.index else None)]
+    out = []
+    for label, values in lines:
+        row = {"MRR": label}
+        if values is None:
+            row.update({c: NOT_RETRAINED for c in [*paper.index, "order", "tau vs published"]})
+        else:
+            given = {k: float(v) for k, v in values.items() if not pd.isna(v)}
+            agree = refs.compare(paper.dropna().to_dict(), given)
+            row.update({c: "—" if pd.isna(values.get(c)) else f"{values[c]:.3f}" for c in paper.index})
+            row.update({"order": agree["ours"], "tau vs published": f"{agree['tau']:.2f}"})
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def boards_of(rows: pd.DataFrame) -> pd.DataFrame:
+    """The cell table (``boards.board_of``) of a board's primary rows."""
+    from suite.report import boards
+
+    return boards.board_of(rows)
+
+
 def shipped_digest(board: str) -> str:
     """'published/lm.jsonl.gz sha256 0123456789ab': the shipped rows a page was computed from; a
     board republished since reads another digest (tests/test_fair_page.py holds the page to it)."""
@@ -206,6 +249,22 @@ def shipped_digest(board: str) -> str:
 
     path = store.shipped_path(board)
     return f"{path.as_posix()} sha256 {hashlib.sha256(path.read_bytes()).hexdigest()[:12]}"
+
+
+def reproductions(boards: list[dict]) -> list[str]:
+    """The page's part on published results: one table per board that reproduces a paper."""
+    tables = [(b["board"], t) for b in boards if (t := reproduction(b)) is not None]
+    if not tables:
+        return []
+    parts = ["## Published results reproduced\n",
+             "Mean reciprocal rank of the schemes a paper ranks, at its test lengths (the board's report, section "
+             "'Published results'): the published MRR; ours (cell means ranked per task and length, every run, each "
+             "metric's tie margin) and the authors' own computation (each seed ranked apart, ties by row order), "
+             "on the runs shipped before and on the retrained runs; each with its order and Kendall's tau against "
+             "the published order ('—': a scheme the runs do not hold).\n"]
+    for board, table in tables:
+        parts += [f"### {board}\n", table.to_markdown(index=False, disable_numparse=True) + "\n"]
+    return parts
 
 
 def _md(table: pd.DataFrame) -> str:
@@ -238,6 +297,7 @@ def page(names: list[str]) -> str:
         _md(text(boards)) + "\n",
         "## Stability across settings\n", "Kendall's tau between the rankings of two settings of one board.\n",
         _md(stability(boards)) + "\n",
+        *reproductions(boards),
         "## Every ordering that moved, board by board\n",
     ]
     for b in boards:
