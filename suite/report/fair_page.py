@@ -207,6 +207,7 @@ def reproduction(b: dict) -> pd.DataFrame | None:
     ``references.our_scores``), on the runs shipped before and, when retrained, on the runs shipped
     now, each with its order and Kendall's tau against the published MRR order. None for a board
     without a reference file."""
+    from suite.report import boards
     from suite.report.sections import references as refs
 
     ref = refs.load(b["board"])
@@ -218,7 +219,7 @@ def reproduction(b: dict) -> pd.DataFrame | None:
         if rows is None:
             lines += [(f"ours, {when}", None), (f"their computation, {when}", None)]
             continue
-        ours = refs.our_scores(ref, boards_of(rows), rows)
+        ours = refs.our_scores(ref, boards.board_of(rows), rows)
         lines += [(f"ours, {when}", ours.loc[refs.OURS] if refs.OURS in ours.index else None),
                   (f"their computation, {when}", ours.loc[refs.THEIRS] if refs.THEIRS in ours.index else None)]
     out = []
@@ -233,13 +234,6 @@ def reproduction(b: dict) -> pd.DataFrame | None:
             row.update({"order": agree["ours"], "tau vs published": f"{agree['tau']:.2f}"})
         out.append(row)
     return pd.DataFrame(out)
-
-
-def boards_of(rows: pd.DataFrame) -> pd.DataFrame:
-    """The cell table (``boards.board_of``) of a board's primary rows."""
-    from suite.report import boards
-
-    return boards.board_of(rows)
 
 
 def shipped_digest(board: str) -> str:
