@@ -2,6 +2,8 @@
 protocol changed" quotes. Hand-made boards whose rankings are known (tests/test_orderings.py): before
 retraining t5 is third on copy and vt; after, it leads copy, so it rises to second. The text rows
 score code at 1 x and 2 x the training length, so each cell of the text table is known too."""
+import hashlib
+
 import pandas as pd
 import pytest
 
@@ -63,6 +65,42 @@ def test_text_cells_are_the_seed_means_before_and_after_at_each_length(shipped):
     assert table.loc["alibi", "code 1x"] == "2.010 -> 1.910"  # seeds 0 and 1: v and v + 0.02
     assert table.loc["t5", "code 2x"] == "3.010 -> 2.410"
     assert table.loc["t5", "prose 1x"] == "- -> -"  # no prose runs
+
+
+def settings_rows(bpb: dict, t5_option: str = "") -> pd.DataFrame:
+    """Code runs at two training lengths (two settings, 'L=32' and 'L=64'), two seeds each, scored at
+    1 x and 2 x; the L=64 runs score 0.1 more. ``t5_option`` makes t5's configurations other ones, as
+    retraining with a setting-dependent option (T5's max_distance) does."""
+    out = []
+    for train_len, more in ((32, 0.0), (64, 0.1)):
+        for scheme, values in bpb.items():
+            config = hashlib.sha1(f"{scheme}-{train_len}{t5_option if scheme == 't5' else ''}".encode()).hexdigest()[:12]
+            for seed, shift in ((0, 0.0), (1, 0.02)):
+                run = f"{scheme}-code-{train_len}-{seed}"
+                out += [_row(run, scheme, seed, "code", train_len * (k + 1), v + more + shift, metric="bits_per_byte",
+                             train_len=train_len, config=config) for k, v in enumerate(values)]
+    return boards.primary(frame(out))
+
+
+def test_a_board_of_several_settings_pairs_each_scheme_within_its_setting(monkeypatch):
+    """On a board of two training lengths, the text table and T5's standing have a row per setting,
+    and retraining that changed T5's configuration (its label) still pairs before with after."""
+    old, now = settings_rows(TEXT_BEFORE), settings_rows(TEXT_AFTER, t5_option="-max_distance")
+    assert set(old[old.name == "t5"].scheme).isdisjoint(now[now.name == "t5"].scheme)  # other configurations
+    monkeypatch.setattr(orderings, "shipped_at", lambda board, rev: old)
+    monkeypatch.setattr(orderings, "_load", lambda path: now)
+    monkeypatch.setattr(fair_page, "code_status", lambda df: pd.Series(
+        "current" if df is now else "stale", index=df.run_id.unique()))
+    board = [fair_page.board_rows("sc")]
+    text = fair_page.text(board).set_index("scheme")
+    assert sorted(text.index) == ["alibi [L=32]", "alibi [L=64]", "t5 [L=32]", "t5 [L=64]"]
+    assert text.loc["t5 [L=32]", "code 2x"] == "3.010 -> 2.410"
+    assert text.loc["t5 [L=64]", "code 2x"] == "3.110 -> 2.510"
+    assert text.loc["alibi [L=64]", "code 1x"] == "2.110 -> 2.010"
+    t5 = fair_page.t5(board).set_index("board")
+    assert list(t5.index) == ["sc L=32", "sc L=64"]
+    assert (t5["T5 before (fair protocol, same runs)"].str.startswith("2 of 2")).all()
+    assert (t5["T5 after retraining"].str.startswith("2 of 2")).all()  # alibi stays ahead
 
 
 def test_the_page_holds_every_table_and_each_boards_moves(shipped, monkeypatch):

@@ -130,13 +130,14 @@ def t5(boards: list[dict]) -> pd.DataFrame:
     """T5's standing on each board (each setting of a board of several) holding it."""
     rows = []
     for b in boards:
-        if b["state"] == "fair from the start" or "t5" not in set(b["old"].scheme):
+        if b["state"] == "fair from the start" or "t5" not in set(b["old"]["name"]):
             continue
         retrained = b["final"] is not None
         tb = orderings.by_task(b["old"])
         ta = orderings.by_task(b["now"]) if retrained else None
+        name_of = dict(zip(b["old"].scheme, b["old"]["name"]))  # the scheme within its setting
         for setting, same in _settings(b["same"]).items():
-            label = same[same.scheme == "t5"].label
+            label = same[same.scheme.map(name_of) == "t5"].label
             if label.empty:
                 continue
             label = label.iloc[0]
@@ -148,11 +149,13 @@ def t5(boards: list[dict]) -> pd.DataFrame:
                                        "task moved most"])
 
 
-def _text_means(rows: pd.DataFrame) -> pd.Series:
-    """Mean headline value over seeds per (scheme, task, len_ratio) of the text tasks, each run once."""
+def _text_means(boards_rows: list[pd.DataFrame]) -> pd.Series:
+    """Mean headline value over seeds per (label, task, len_ratio) of the text tasks of the boards'
+    rows, each run once; a label is ``orderings.row_labels``' (its setting named on a board of several)."""
+    rows = pd.concat([r.assign(label=orderings.row_labels(r)) for r in boards_rows])
     text = rows[rows.task.isin(TEXT_TASKS) & (rows.metric == rows.headline)].drop_duplicates(
         ["run_id", "task", "eval_len", "metric"])
-    return text.groupby(["scheme", "task", "len_ratio"]).value.mean()
+    return text.groupby(["label", "task", "len_ratio"]).value.mean()
 
 
 def text(boards: list[dict]) -> pd.DataFrame:
@@ -161,8 +164,8 @@ def text(boards: list[dict]) -> pd.DataFrame:
     picked = [b for b in boards if b["state"] == "retrained" and b["old"].task.isin(TEXT_TASKS).any()]
     if not picked:
         return pd.DataFrame()
-    before = _text_means(pd.concat([b["old"] for b in picked]))
-    after = _text_means(pd.concat([b["now"] for b in picked]))
+    before = _text_means([b["old"] for b in picked])
+    after = _text_means([b["now"] for b in picked])
     ratios = sorted(set(before.index.get_level_values(2)) | set(after.index.get_level_values(2)))
     schemes = sorted(set(before.index.get_level_values(0)) | set(after.index.get_level_values(0)))
     out = []
@@ -284,7 +287,8 @@ def page(names: list[str]) -> str:
         "## T5\n", "T5's rank among its setting's schemes and its OOD MRR [95 % bootstrap over tasks and "
         "seeds]; the task on which its own OOD MRR moved most with retraining.\n", _md(t5(boards)) + "\n",
         "## Text\n", "Bits per byte (lower is better), mean over seeds, before -> after retraining, at each "
-        "multiple of the training length (64 bytes); a run two boards share is counted once. Before, each "
+        "multiple of the training length L (64 bytes; on a board of several settings, the L its setting names, "
+        "the scheme labelled with it); a run two boards share is counted once. Before, each "
         "length scored windows of its own, every byte of them, so a longer window scored more bytes with "
         "more context before them; after, every length scores the same 16-byte targets (docs/tasks.md), "
         "so a change along a curve is context and extrapolation alone.\n",

@@ -52,9 +52,7 @@ def protocol(rows: pd.DataFrame, step: int, intervals: bool = False) -> pd.DataF
     from suite.data.metrics import TIED_BELOW
     from suite.report import boards, ranking
 
-    several = len(boards.settings_in_order(rows)) > 1
-    labels = (rows["name"] + " [" + rows.setting + "]") if several else rows.scheme
-    label_of = dict(zip(rows.scheme, labels))
+    label_of = dict(zip(rows.scheme, row_labels(rows)))
     kept = rows if step >= 2 else ranking.learned_rows(rows)
     if step < 3:  # one ranking over every cell: settings pooled
         kept = kept.assign(setting="", setting_at=0, name=kept.scheme)
@@ -67,6 +65,16 @@ def protocol(rows: pd.DataFrame, step: int, intervals: bool = False) -> pd.DataF
         table = ranking.mrr(board, margin=margin)
     table = table.assign(label=table.scheme.map(label_of))
     return table.assign(rank=table.groupby("setting_at").mrr_ood.transform(_ranks))
+
+
+def row_labels(rows: pd.DataFrame) -> pd.Series:
+    """Each ``primary`` row's label across protocols: its scheme ('alibi') on a board of one setting;
+    on a board of several, its scheme within its setting and the setting ('alibi [L=32]'), which
+    stays the same when retraining changes a setting-dependent option (T5's ``max_distance``)."""
+    from suite.report import boards
+
+    several = len(boards.settings_in_order(rows)) > 1
+    return (rows["name"] + " [" + rows.setting + "]") if several else rows.scheme
 
 
 def _ranks(mrr: pd.Series) -> pd.Series:
